@@ -1,0 +1,211 @@
+#!/usr/bin/python3
+"""Cross-check starconv's training against PyTorch.
+
+Check mode:
+  torch_check.py --model M --init INIT.safetensors --final FINAL.safetensors \\
+                 --iters K --batch B --lr LR --momentum MOM --weight-decay WD
+
+  Loads starconv's checkpoint INIT into the nn.Sequential built from M
+  (models/M.cfg or a .cfg path): parameters under their state_dict names
+  ("0.weight", "0.bias", ...), and, when present, the SGD momentum buffers
+  "optimizer.<param>.momentum_buffer" and "optimizer.iteration" (absent
+  buffers start empty, absent iteration is 0).  Trains K iterations in one
+  process with torch.optim.SGD (dampening 0, no Nesterov) on Fashion-MNIST
+  samples in order, without shuffling: global batch i is samples
+  [i*B, (i+1)*B), starting at i = INIT's optimizer.iteration (or
+  --start-iter); inputs pixel/255, loss nn.CrossEntropyLoss (mean).  Then
+  compares every parameter with FINAL: prints ||a-b|| / ||b|| per tensor and
+  the maximum, and exits 0 if every one is <= --tol (1e-4), 1 otherwise.
+  --check-momentum also holds the momentum buffers to the tolerance.
+  --save-final PATH writes PyTorch's own result as a checkpoint.
+
+Eval mode:
+  torch_check.py --model M --eval CKPT
+  prints "torch test accuracy: X%" on the t10k set.
+
+Init mode:
+  torch_check.py --model M --write-init PATH [--seed S]
+  writes PyTorch's default initialisation (seeded) as a starconv checkpoint
+  (parameters, zero momentum buffers, optimizer.iteration = 0).
+
+Exit status: 0 pass, 1 parameters differ, 2 bad arguments or files,
+77 torch cannot be imported (so that a test can skip).
+"""
+
+import argparse
+import math
+import os
+import sys
+
+try:
+    import torch
+    from torch import nn
+except ImportError as e:
+    print("torch_check: cannot import torch (%s); run with /usr/bin/python3" % e, file=sys.stderr)
+    sys.exit(77)
+
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import sc_torch  # noqa: E402
+from sc_torch import ScError  # noqa: E402
+
+
+def rel_err(a, b):
+    a = a.detach().to(torch.float64)
+    b = b.detach().to(torch.float64)
+    diff = float(torch.linalg.vector_norm(a - b))
+    ref = float(torch.linalg.vector_norm(b))
+    if ref == 0.0:
+        return 0.0 if diff == 0.0 else math.inf
+    return diff / ref
+
+
+def train(model, opt, images, labels, start, iters, batch):
+    loss_fn = nn.CrossEntropyLoss()
+    n = images.shape[0]
+    loss = None
+    for i in range(start, start + iters):
+        lo, hi = sc_torch.batch_range(i, batch, n)
+        x = sc_torch.to_input(images[lo:hi])
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), labels[lo:hi])
+        loss.backward()
+        opt.step()
+    return loss
+
+
+def do_check(args, spec):
+    model = sc_torch.build_model(spec)
+    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                          weight_decay=args.weight_decay)
+    it0 = sc_torch.load_checkpoint(args.init, model, opt)
+    start = args.start_iter if args.start_iter is not None else it0
+    final, _ = sc_torch.st_read_torch(args.final)
+
+    images, labels = sc_torch.load_idx(args.data, "train")
+    loss = train(model, opt, images, labels, start, args.iters, args.batch)
+    print("torch_check: %s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
+          "weight decay %g; last loss %.6f"
+          % (spec.name, args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
+             float(loss) if loss is not None else float("nan")))
+    if args.save_final:
+        sc_torch.save_checkpoint(args.save_final, model, opt, start + args.iters)
+
+    worst, worst_name, ok = 0.0, None, True
+    for name, p in model.state_dict().items():
+        if name not in final:
+            raise ScError("%s: no tensor '%s'" % (args.final, name))
+        f = final[name]
+        if list(f.shape) != list(p.shape) or f.dtype != torch.float32:
+            raise ScError("%s: tensor '%s' is %s %s, expected float32 %s"
+                          % (args.final, name, f.dtype, list(f.shape), list(p.shape)))
+        e = rel_err(f, p)
+        bad = not e <= args.tol
+        ok &= not bad
+        print("  %-34s %-16s rel err %.3e%s" % (name, "x".join(map(str, p.shape)), e,
+                                                 "  > tol" if bad else ""))
+        if not e <= worst:
+            worst, worst_name = e, name
+    params = dict(model.named_parameters())
+    for pname, bname in sc_torch.optimizer_names(model).items():
+        if bname not in final:
+            continue
+        buf = opt.state.get(params[pname], {}).get("momentum_buffer")
+        if buf is None:
+            buf = torch.zeros_like(params[pname])
+        f = final[bname]
+        if list(f.shape) != list(buf.shape):
+            raise ScError("%s: tensor '%s' has shape %s, expected %s"
+                          % (args.final, bname, list(f.shape), list(buf.shape)))
+        e = rel_err(f, buf)
+        bad = args.check_momentum and not e <= args.tol
+        ok &= not bad
+        print("  %-34s %-16s rel err %.3e%s" % (bname, "x".join(map(str, buf.shape)), e,
+                                                 "  > tol" if bad else ""))
+        if args.check_momentum and not e <= worst:
+            worst, worst_name = e, bname
+    if "optimizer.iteration" in final:
+        fit = int(final["optimizer.iteration"].reshape(-1)[0])
+        if fit != start + args.iters:
+            print("torch_check: warning: %s has optimizer.iteration %d, expected %d"
+                  % (args.final, fit, start + args.iters), file=sys.stderr)
+    print("max relative error: %.3e (%s)" % (worst, worst_name))
+    if ok:
+        print("PASS (tolerance %g)" % args.tol)
+        return 0
+    print("FAIL (tolerance %g)" % args.tol)
+    return 1
+
+
+def do_eval(args, spec):
+    model = sc_torch.build_model(spec)
+    sc_torch.load_checkpoint(args.eval, model)
+    images, labels = sc_torch.load_idx(args.data, "t10k")
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for lo in range(0, images.shape[0], 1000):
+            out = model(sc_torch.to_input(images[lo:lo + 1000]))
+            correct += int((out.argmax(1) == labels[lo:lo + 1000]).sum())
+    print("torch test accuracy: %.2f%%" % (100.0 * correct / images.shape[0]))
+    return 0
+
+
+def do_write_init(args, spec):
+    torch.manual_seed(args.seed)
+    model = sc_torch.build_model(spec)
+    sc_torch.save_checkpoint(args.write_init, model, None, 0)
+    print("torch_check: wrote %s (%s, seed %d)" % (args.write_init, spec.name, args.seed))
+    return 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog=__doc__.split("\n\n", 1)[1])
+    ap.add_argument("--model", required=True, help="models/NAME.cfg or a .cfg path")
+    ap.add_argument("--init", help="starconv's initial checkpoint")
+    ap.add_argument("--final", help="starconv's checkpoint after --iters iterations")
+    ap.add_argument("--iters", type=int, help="iterations K")
+    ap.add_argument("--batch", type=int, help="global batch size B")
+    ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--momentum", type=float, default=0.9)
+    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--tol", type=float, default=1e-4, help="max relative error (default 1e-4)")
+    ap.add_argument("--start-iter", type=int, default=None,
+                    help="first global batch (default INIT's optimizer.iteration, else 0)")
+    ap.add_argument("--check-momentum", action="store_true",
+                    help="hold FINAL's momentum buffers to --tol as well")
+    ap.add_argument("--save-final", metavar="PATH", help="write PyTorch's result as a checkpoint")
+    ap.add_argument("--eval", metavar="CKPT", help="print the t10k accuracy of CKPT and exit")
+    ap.add_argument("--write-init", metavar="PATH", help="write a seeded initial checkpoint and exit")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    ap.add_argument("--data", default=None,
+                    help="IDX directory (default $STARCONV_DATA or %s)" % sc_torch.DEFAULT_DATA_DIR)
+    args = ap.parse_args()
+    modes = sum(x is not None for x in (args.eval, args.write_init, args.init or args.final))
+    if modes != 1:
+        ap.error("give one of --eval CKPT, --write-init PATH, or --init/--final")
+    if args.init is not None or args.final is not None:
+        missing = [o for o, v in (("--init", args.init), ("--final", args.final),
+                                  ("--iters", args.iters), ("--batch", args.batch)) if v is None]
+        if missing:
+            ap.error("check mode needs %s" % ", ".join(missing))
+        if args.iters < 0 or args.batch < 1:
+            ap.error("--iters must be >= 0 and --batch >= 1")
+    torch.set_num_threads(max(1, args.threads))
+    try:
+        spec = sc_torch.load_cfg(args.model)
+        if args.eval is not None:
+            return do_eval(args, spec)
+        if args.write_init is not None:
+            return do_write_init(args, spec)
+        return do_check(args, spec)
+    except ScError as e:
+        print("torch_check: %s" % e, file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

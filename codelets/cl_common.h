@@ -1,0 +1,79 @@
+/* Internal helpers shared by the CPU codelets: the oneDNN engine and
+ * per-worker streams, a per-worker cache of primitives, plain<->blocked
+ * layout plumbing, and argument checks for the submit wrappers. */
+#ifndef SC_CL_COMMON_H
+#define SC_CL_COMMON_H
+
+#include <dnnl.h>
+#include <starpu.h>
+
+#include "codelets.h"
+#include "starconv.h"
+
+/* One engine for every thread: oneDNN engines are thread safe, streams are
+ * not, hence one stream per worker. */
+dnnl_engine_t sc_dnnl_engine(void);
+dnnl_stream_t sc_dnnl_stream(void); /* NULL outside a StarPU worker */
+
+/* Primitive cache.  Entries live in the calling worker's own slot, so no
+ * lock is needed; create() builds one from the key, destroy() frees it.
+ * Returns NULL (after a line on stderr) when not on a worker or creation
+ * fails.  key must have no padding bytes (our args structs are all int and
+ * float). */
+enum { SC_PRIM_CONV_FWD, SC_PRIM_CONV_BWD_DATA, SC_PRIM_CONV_BWD_FILTER,
+       SC_PRIM_POOL_FWD, SC_PRIM_POOL_BWD };
+void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const void *key),
+                  void (*destroy)(void *));
+
+/* A tensor argument of a primitive: the caller's plain buffer, and the
+ * layout the primitive prefers when that differs (then a reorder goes
+ * between them). */
+struct sc_io {
+    dnnl_memory_t user;
+    dnnl_memory_t prim;        /* == user when no reorder is needed */
+    dnnl_primitive_t reorder;  /* user->prim for inputs, prim->user for outputs */
+    size_t bytes;              /* of prim, when it is a separate copy */
+};
+int sc_io_init(struct sc_io *io, const dnnl_memory_desc_t *user_md,
+               const dnnl_memory_desc_t *prim_md, int output);
+void sc_io_destroy(struct sc_io *io);
+/* Give the separate copies of n arguments their room in the worker's
+ * scratch buffer.  A worker runs one task at a time, so all its cached
+ * primitives share one buffer instead of each keeping activation-sized
+ * copies. */
+int sc_io_bind(struct sc_io *io, int n);
+/* Point the user memory at ptr; for an input, run its reorder.  Returns the
+ * memory to pass to the primitive, or NULL on failure. */
+dnnl_memory_t sc_io_in(struct sc_io *io, const void *ptr, dnnl_stream_t s);
+dnnl_memory_t sc_io_out(struct sc_io *io, void *ptr);
+/* After the primitive: move an output into the user's buffer. */
+int sc_io_out_done(struct sc_io *io, dnnl_stream_t s);
+
+void sc_md_nchw(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag);
+void sc_md_1d(dnnl_memory_desc_t *md, int n);
+/* Run and wait; 0 or -1.  Kernels report failures with sc_kernel_failed(),
+ * one line on stderr, as a task has no way to return an error. */
+int sc_exec(dnnl_primitive_t p, dnnl_stream_t s, int nargs, const dnnl_exec_arg_t *args);
+void sc_kernel_failed(const char *op);
+/* Primitive from a primitive descriptor, which is consumed. */
+dnnl_primitive_t sc_prim_from_pd(dnnl_primitive_desc_t pd);
+
+/* Right padding that makes oneDNN's floor-division shape check give o. */
+static inline int sc_pad_r(int i, int k, int s, int pl, int o)
+{
+    int pr = (o - 1) * s + k - i - pl;
+    return pr < 0 ? 0 : pr;
+}
+
+/* For the submit wrappers: SC_ERR_SHAPE unless h is a vector holding at
+ * least count elements of elemsize bytes. */
+int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op,
+                 const char *what);
+/* Map starpu_task_insert's result to 0 / SC_ERR_RUNTIME. */
+int sc_insert_result(int ret, const char *op);
+
+/* Perf-model footprint from the packed arguments, so that tasks on
+ * same-sized buffers but different shapes get separate histories. */
+uint32_t sc_footprint_args(struct starpu_task *task);
+
+#endif

@@ -1,0 +1,139 @@
+/* Fully connected layer through CBLAS: x[n][in], params = [W[out][in] | b[out]]. */
+#include "cl_common.h"
+
+#include <cblas.h>
+
+static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in,
+                    size_t nin, const char *in_name, starpu_data_handle_t h1, size_t n1,
+                    const char *name1, starpu_data_handle_t out, size_t nout, const char *out_name)
+{
+    int ret;
+    if (a->n < 1 || a->in < 1 || a->out < 1)
+        return sc_error(SC_ERR_SHAPE, "%s: bad shape n%d in%d out%d", op, a->n, a->in, a->out);
+    if ((ret = sc_check_vec(in, nin, sizeof(float), op, in_name)) ||
+        (ret = sc_check_vec(h1, n1, sizeof(float), op, name1)) ||
+        (ret = sc_check_vec(out, nout, sizeof(float), op, out_name)))
+        return ret;
+    return 0;
+}
+
+/* ---- forward: y = relu?(x W^T + b) ---- */
+
+static void cl_fc_fwd_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_fc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), *b = w + (size_t)a.out * a.in;
+    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    for (int i = 0; i < a.n; i++)
+        for (int o = 0; o < a.out; o++)
+            y[(size_t)i * a.out + o] = b[o];
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.n, a.out, a.in, 1.0f, x, a.in, w, a.in,
+                1.0f, y, a.out);
+    if (a.relu)
+        for (size_t i = 0; i < (size_t)a.n * a.out; i++)
+            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
+static struct starpu_perfmodel fc_fwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_fwd", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_fc_fwd = {
+    .cpu_funcs = {cl_fc_fwd_cpu_func},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &fc_fwd_model,
+    .name = "fc_fwd",
+};
+
+int sc_insert_fc_fwd(const struct sc_fc_args *a, starpu_data_handle_t x, starpu_data_handle_t params,
+                     starpu_data_handle_t y, const char *name)
+{
+    int ret = fc_check(a, "fc_fwd", x, (size_t)a->n * a->in, "x", params,
+                       (size_t)a->out * a->in + a->out, "params", y, (size_t)a->n * a->out, "y");
+    if (ret)
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_fc_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
+                                               STARPU_R, params, STARPU_W, y, STARPU_NAME, name, 0),
+                            "fc_fwd");
+}
+
+/* ---- backward data: dx = dy W ---- */
+
+static void cl_fc_bwd_data_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_fc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    float *dx = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a.n, a.in, a.out, 1.0f, dy, a.out, w, a.in,
+                0.0f, dx, a.in);
+}
+
+static struct starpu_perfmodel fc_bwd_data_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_bwd_data", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_fc_bwd_data = {
+    .cpu_funcs = {cl_fc_bwd_data_cpu_func},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &fc_bwd_data_model,
+    .name = "fc_bwd_data",
+};
+
+int sc_insert_fc_bwd_data(const struct sc_fc_args *a, starpu_data_handle_t dy,
+                          starpu_data_handle_t params, starpu_data_handle_t dx, const char *name)
+{
+    int ret = fc_check(a, "fc_bwd_data", dy, (size_t)a->n * a->out, "dy", params,
+                       (size_t)a->out * a->in, "params", dx, (size_t)a->n * a->in, "dx");
+    if (ret)
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_fc_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_R,
+                                               dy, STARPU_R, params, STARPU_W, dx, STARPU_NAME, name,
+                                               0),
+                            "fc_bwd_data");
+}
+
+/* ---- backward weights: dW = dy^T x, db = column sums of dy ---- */
+
+static void cl_fc_bwd_weights_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_fc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    float *dw = (float *)STARPU_VECTOR_GET_PTR(buffers[2]), *db = dw + (size_t)a.out * a.in;
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, a.out, a.in, a.n, 1.0f, dy, a.out, x, a.in,
+                0.0f, dw, a.in);
+    for (int o = 0; o < a.out; o++)
+        db[o] = 0.0f;
+    for (int i = 0; i < a.n; i++)
+        for (int o = 0; o < a.out; o++)
+            db[o] += dy[(size_t)i * a.out + o];
+}
+
+static struct starpu_perfmodel fc_bwd_weights_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_bwd_weights", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_fc_bwd_weights = {
+    .cpu_funcs = {cl_fc_bwd_weights_cpu_func},
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .model = &fc_bwd_weights_model,
+    .name = "fc_bwd_weights",
+};
+
+int sc_insert_fc_bwd_weights(const struct sc_fc_args *a, starpu_data_handle_t x,
+                             starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name)
+{
+    int ret = fc_check(a, "fc_bwd_weights", x, (size_t)a->n * a->in, "x", dy, (size_t)a->n * a->out,
+                       "dy", dparams, (size_t)a->out * a->in + a->out, "dparams");
+    if (ret)
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_fc_bwd_weights, STARPU_VALUE, a, sizeof *a,
+                                               STARPU_R, x, STARPU_R, dy, STARPU_W, dparams,
+                                               STARPU_NAME, name, 0),
+                            "fc_bwd_weights");
+}

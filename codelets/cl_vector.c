@@ -1,0 +1,117 @@
+/* Element-wise vector kernels of the gradient collectives and the optimizer. */
+#include "cl_common.h"
+
+/* The loops run over fixed-length blocks of restrict pointers so that they
+ * vectorize at -O2: the optimizer update of a large layer is otherwise a
+ * visible part of an iteration. */
+#define BLOCK 16
+
+/* Sizes come from the handles, so the default footprint (data sizes) is
+ * right, and a learning-rate schedule does not split the history. */
+
+static int same_length(const char *op, starpu_data_handle_t h0, const char *n0, starpu_data_handle_t h1,
+                       const char *n1)
+{
+    int ret;
+    if ((ret = sc_check_vec(h0, 0, sizeof(float), op, n0)) ||
+        (ret = sc_check_vec(h1, 0, sizeof(float), op, n1)))
+        return ret;
+    if (starpu_vector_get_nx(h0) != starpu_vector_get_nx(h1))
+        return sc_error(SC_ERR_SHAPE, "%s: %s has %zu elements, %s %zu", op, n0,
+                        (size_t)starpu_vector_get_nx(h0), n1, (size_t)starpu_vector_get_nx(h1));
+    return 0;
+}
+
+/* ---- dst += src ---- */
+
+static void accumulate(float *restrict dst, const float *restrict src, size_t n)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        float *d = dst + i;
+        const float *s = src + i;
+        for (int j = 0; j < BLOCK; j++)
+            d[j] += s[j];
+    }
+    for (; i < n; i++)
+        dst[i] += src[i];
+}
+
+static void cl_accumulate_cpu_func(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    accumulate((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+               STARPU_VECTOR_GET_NX(buffers[0]));
+}
+
+static struct starpu_perfmodel accumulate_model = {.type = STARPU_HISTORY_BASED,
+                                                   .symbol = "sc_accumulate"};
+
+static struct starpu_codelet cl_accumulate = {
+    .cpu_funcs = {cl_accumulate_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_RW, STARPU_R},
+    .model = &accumulate_model,
+    .name = "accumulate",
+};
+
+int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name)
+{
+    int ret = same_length("accumulate", dst, "dst", src, "src");
+    if (ret)
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_accumulate, STARPU_RW, dst, STARPU_R, src,
+                                               STARPU_NAME, name, 0),
+                            "accumulate");
+}
+
+/* ---- SGD with momentum and weight decay, as torch.optim.SGD ---- */
+
+static inline void sgd1(const struct sc_sgd_args *a, float *w, float *v, float g)
+{
+    *v = a->momentum * *v + (g + a->weight_decay * *w);
+    *w -= a->lr * *v;
+}
+
+static void sgd(const struct sc_sgd_args *a, float *restrict w, float *restrict v, const float *restrict g,
+                size_t n)
+{
+    size_t i = 0;
+    for (; i + BLOCK <= n; i += BLOCK) {
+        float *wb = w + i, *vb = v + i;
+        const float *gb = g + i;
+        for (int j = 0; j < BLOCK; j++)
+            sgd1(a, &wb[j], &vb[j], gb[j]);
+    }
+    for (; i < n; i++)
+        sgd1(a, &w[i], &v[i], g[i]);
+}
+
+static void cl_sgd_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_sgd_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sgd(&a, (float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+        (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), STARPU_VECTOR_GET_NX(buffers[0]));
+}
+
+static struct starpu_perfmodel sgd_model = {.type = STARPU_HISTORY_BASED, .symbol = "sc_sgd"};
+
+static struct starpu_codelet cl_sgd = {
+    .cpu_funcs = {cl_sgd_cpu_func},
+    .nbuffers = 3,
+    .modes = {STARPU_RW, STARPU_RW, STARPU_R},
+    .model = &sgd_model,
+    .name = "sgd",
+};
+
+int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+                  starpu_data_handle_t g, const char *name)
+{
+    int ret;
+    if ((ret = same_length("sgd", w, "w", v, "v")) || (ret = same_length("sgd", w, "w", g, "g")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_sgd, STARPU_VALUE, a, sizeof *a, STARPU_RW, w,
+                                               STARPU_RW, v, STARPU_R, g, STARPU_NAME, name, 0),
+                            "sgd");
+}

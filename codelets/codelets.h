@@ -1,0 +1,114 @@
+/* Compute kernels as StarPU codelets, and their submit wrappers.
+ *
+ * A kernel knows nothing of distribution: it sees one tile of a tensor.
+ * Every buffer is a StarPU vector (float unless said otherwise); tensors are
+ * NCHW, parameters of a layer are one vector [weights | bias] with weights in
+ * PyTorch's layout (conv OIHW, linear [out][in]).  Buffers may be larger than
+ * the arguments say (a handle sized for the largest tile); kernels use the
+ * sizes in the args struct.
+ *
+ * Each sc_insert_<op>() submits one local task (name: shown in traces, may
+ * be NULL) and returns 0 or a negative SC_ERR_*. */
+#ifndef SC_CODELETS_H
+#define SC_CODELETS_H
+
+#include <starpu.h>
+#include <stdint.h>
+
+/* Call once after starpu_init: makes oneDNN (OpenMP) and OpenBLAS run
+ * single-threaded inside each worker, since StarPU supplies the parallelism. */
+void sc_codelets_init(void);
+/* Release cached oneDNN primitives (before starpu_shutdown). */
+void sc_codelets_shutdown(void);
+
+/* ---- convolution (oneDNN) ---- */
+struct sc_conv_args {
+    int n, c, h, w;      /* input */
+    int f, kh, kw;       /* filters, kernel */
+    int sh, sw, ph, pw;  /* stride, padding (symmetric) */
+    int oh, ow;          /* output: (h + 2ph - kh)/sh + 1 */
+    int relu;            /* 1: y = max(0, conv(x) + b) (ReLU as a oneDNN post-op) */
+};
+/* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */
+int sc_insert_conv_fwd(const struct sc_conv_args *a, starpu_data_handle_t x,
+                       starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
+/* R dy, R params, W dx   (dy is the gradient w.r.t. the pre-activation) */
+int sc_insert_conv_bwd_data(const struct sc_conv_args *a, starpu_data_handle_t dy,
+                            starpu_data_handle_t params, starpu_data_handle_t dx, const char *name);
+/* R x, R dy, W dparams[f*c*kh*kw + f]  (overwritten, not accumulated) */
+int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t x,
+                              starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
+
+/* ---- pooling (oneDNN) ---- */
+struct sc_pool_args {
+    int n, c, h, w;
+    int kh, kw, sh, sw, ph, pw;
+    int oh, ow;
+    int max;             /* 1 max pooling, 0 average */
+    int include_pad;     /* average only: 1 divides by kh*kw (PyTorch's default) */
+};
+/* Bytes of the max-pooling workspace for these args (0 for average). */
+size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
+/* R x, W y, W ws (uint8 vector of sc_pool_workspace_bytes; ignored, may be
+ * a 1-byte handle, for average pooling) */
+int sc_insert_pool_fwd(const struct sc_pool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
+                       starpu_data_handle_t ws, const char *name);
+/* R dy, R ws, W dx */
+int sc_insert_pool_bwd(const struct sc_pool_args *a, starpu_data_handle_t dy, starpu_data_handle_t ws,
+                       starpu_data_handle_t dx, const char *name);
+
+/* ---- fully connected (CBLAS) ---- */
+struct sc_fc_args {
+    int n, in, out;
+    int relu;            /* 1: y = max(0, x W^T + b) */
+};
+/* R x[n*in], R params[out*in + out], W y[n*out] */
+int sc_insert_fc_fwd(const struct sc_fc_args *a, starpu_data_handle_t x, starpu_data_handle_t params,
+                     starpu_data_handle_t y, const char *name);
+/* R dy[n*out], R params, W dx[n*in] */
+int sc_insert_fc_bwd_data(const struct sc_fc_args *a, starpu_data_handle_t dy,
+                          starpu_data_handle_t params, starpu_data_handle_t dx, const char *name);
+/* R x, R dy, W dparams[out*in + out] (overwritten) */
+int sc_insert_fc_bwd_weights(const struct sc_fc_args *a, starpu_data_handle_t x,
+                             starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
+
+/* ---- ReLU backward: dy[i] = y[i] > 0 ? dy[i] : 0 for i < n ---- */
+/* RW dy, R y */
+int sc_insert_relu_bwd(int n, starpu_data_handle_t dy, starpu_data_handle_t y, const char *name);
+
+/* ---- softmax cross-entropy ---- */
+struct sc_xent_args {
+    int n, classes;
+    float scale;         /* dlogits = scale * (softmax - onehot); 1/global batch */
+};
+/* R logits[n*classes], R labels (int32 vector, n), W dlogits[n*classes],
+ * W stats (float vector of 2: {sum over the n samples of -log p(label),
+ * number of samples whose argmax equals the label}) */
+int sc_insert_xent(const struct sc_xent_args *a, starpu_data_handle_t logits, starpu_data_handle_t labels,
+                   starpu_data_handle_t dlogits, starpu_data_handle_t stats, const char *name);
+/* Evaluation only: R logits, R labels, W stats (as above). */
+int sc_insert_xent_eval(const struct sc_xent_args *a, starpu_data_handle_t logits,
+                        starpu_data_handle_t labels, starpu_data_handle_t stats, const char *name);
+
+/* ---- input: gather samples of a uint8 data set into a float tile ---- */
+/* x[i*pixels + p] = images[idx[i]*pixels + p] / 255.0f, labels[i] = src_labels[idx[i]].
+ * The data set memory must outlive the task.  W x, W labels (int32). */
+int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int pixels,
+                         int n, const int32_t *idx, starpu_data_handle_t x,
+                         starpu_data_handle_t labels, const char *name);
+
+/* ---- vector ops (lengths from the handles, which must match) ---- */
+/* RW dst, R src: dst += src */
+int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name);
+
+/* SGD exactly as torch.optim.SGD (dampening 0, no Nesterov):
+ * g' = g + wd*w; v = momentum*v + g'; w -= lr*v.  With v starting at 0 the
+ * first step gives v = g', as PyTorch's first step does. */
+struct sc_sgd_args {
+    float lr, momentum, weight_decay;
+};
+/* RW w, RW v, R g */
+int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
+                  starpu_data_handle_t g, const char *name);
+
+#endif

@@ -1,0 +1,31 @@
+# sc_check_sanitizers.m4 - --enable-sanitizers (ASan + UBSan).
+#
+# SC_CHECK_SANITIZERS: substitutes SC_SANITIZER_CFLAGS and
+# SC_SANITIZER_LDFLAGS (empty unless enabled); AM_CONDITIONAL SC_SANITIZERS.
+
+AC_DEFUN([SC_CHECK_SANITIZERS], [
+  AC_REQUIRE([AC_PROG_CC])
+  AC_ARG_ENABLE([sanitizers],
+    [AS_HELP_STRING([--enable-sanitizers],
+      [build with -fsanitize=address,undefined -fno-omit-frame-pointer (default: no)])],
+    [], [enable_sanitizers=no])
+  SC_SANITIZER_CFLAGS=
+  SC_SANITIZER_LDFLAGS=
+  AS_IF([test "x$enable_sanitizers" = xyes], [
+    SC_SANITIZER_CFLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer"
+    SC_SANITIZER_LDFLAGS="-fsanitize=address,undefined"
+    sc_save_CFLAGS=$CFLAGS
+    sc_save_LDFLAGS=$LDFLAGS
+    CFLAGS="$CFLAGS $SC_SANITIZER_CFLAGS"
+    LDFLAGS="$LDFLAGS $SC_SANITIZER_LDFLAGS"
+    AC_MSG_CHECKING([whether $CC supports $SC_SANITIZER_CFLAGS])
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([], [])], [AC_MSG_RESULT([yes])],
+      [AC_MSG_RESULT([no])
+       AC_MSG_ERROR([$CC cannot build with $SC_SANITIZER_CFLAGS (Debian: gcc ships libasan and libubsan)])])
+    CFLAGS=$sc_save_CFLAGS
+    LDFLAGS=$sc_save_LDFLAGS
+  ])
+  AM_CONDITIONAL([SC_SANITIZERS], [test "x$enable_sanitizers" = xyes])
+  AC_SUBST([SC_SANITIZER_CFLAGS])
+  AC_SUBST([SC_SANITIZER_LDFLAGS])
+])

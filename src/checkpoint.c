@@ -1,0 +1,186 @@
+/* Checkpoints as safetensors files with PyTorch's state_dict names and
+ * layouts for the nn.Sequential equivalent of the cfg, plus the momentum
+ * buffers and the iteration counter. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train.h"
+
+#define MOMENTUM_FMT "optimizer.%d.%s.momentum_buffer"
+#define ITERATION_NAME "optimizer.iteration"
+
+static void tensor_name(char *buf, size_t size, const struct sc_layer *l, const struct sc_param_tensor *t,
+                        int momentum)
+{
+    if (momentum)
+        snprintf(buf, size, MOMENTUM_FMT, l->torch_index, t->suffix);
+    else
+        snprintf(buf, size, "%d.%s", l->torch_index, t->suffix);
+}
+
+static void shape_str(char *buf, size_t size, int ndim, const int64_t *shape)
+{
+    int len = snprintf(buf, size, "[");
+    for (int i = 0; i < ndim && len < (int)size; i++)
+        len += snprintf(buf + len, size - len, "%s%lld", i ? ", " : "", (long long)shape[i]);
+    if (len < (int)size)
+        snprintf(buf + len, size - len, "]");
+}
+
+void sc_checkpoint_free(const struct sc_net *net, struct sc_checkpoint *ck)
+{
+    if (!ck)
+        return;
+    for (int l = 0; l < net->nlayers; l++) {
+        if (ck->w)
+            free(ck->w[l]);
+        if (ck->v)
+            free(ck->v[l]);
+    }
+    free(ck->w);
+    free(ck->v);
+    free(ck);
+}
+
+static struct sc_checkpoint *checkpoint_alloc(const struct sc_net *net)
+{
+    struct sc_checkpoint *ck = calloc(1, sizeof(*ck));
+    if (!ck || !(ck->w = calloc(net->nlayers, sizeof(float *))) || !(ck->v = calloc(net->nlayers, sizeof(float *)))) {
+        sc_checkpoint_free(net, ck);
+        return NULL;
+    }
+    for (int l = 0; l < net->nlayers; l++) {
+        size_t n = net->layers[l].nparams;
+        if (n && (!(ck->w[l] = calloc(n, sizeof(float))) || !(ck->v[l] = calloc(n, sizeof(float))))) {
+            sc_checkpoint_free(net, ck);
+            return NULL;
+        }
+    }
+    return ck;
+}
+
+/* Copy tensor name's data into dst after checking dtype and shape. */
+static int take_tensor(const struct sc_st_file *f, const char *path, const char *name, const struct sc_param_tensor *t,
+                       float *dst, int required)
+{
+    const struct sc_st_tensor *st = sc_st_find(f, name);
+    if (!st)
+        return required ? sc_error(SC_ERR_MISMATCH, "%s: no tensor '%s': the checkpoint is from another model", path, name)
+                        : 0;
+    int same = st->ndim == t->ndim && !strcmp(st->dtype, "F32");
+    for (int i = 0; same && i < t->ndim; i++)
+        same = st->shape[i] == t->shape[i];
+    if (!same) {
+        char want[96], got[96];
+        shape_str(want, sizeof(want), t->ndim, t->shape);
+        shape_str(got, sizeof(got), st->ndim, st->shape);
+        return sc_error(SC_ERR_MISMATCH, "%s: tensor '%s' is %s %s but the model wants F32 %s: the checkpoint is from another model",
+                        path, name, st->dtype, got, want);
+    }
+    memcpy(dst, f->data + st->offset, t->count * sizeof(float));
+    return 0;
+}
+
+int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_checkpoint **out)
+{
+    struct sc_st_file *f;
+    int err = sc_st_read(path, &f);
+    if (err)
+        return err;
+    struct sc_checkpoint *ck = checkpoint_alloc(net);
+    if (!ck) {
+        sc_st_free(f);
+        return sc_error(SC_ERR_NOMEM, "out of memory reading %s", path);
+    }
+    int expected = 0;
+    char name[96];
+    for (int l = 0; l < net->nlayers && !err; l++) {
+        const struct sc_layer *layer = &net->layers[l];
+        for (int i = 0; i < layer->ntensors && !err; i++) {
+            const struct sc_param_tensor *t = &layer->tensors[i];
+            tensor_name(name, sizeof(name), layer, t, 0);
+            err = take_tensor(f, path, name, t, ck->w[l] + t->offset, 1);
+            expected++;
+            tensor_name(name, sizeof(name), layer, t, 1);
+            if (!err)
+                err = take_tensor(f, path, name, t, ck->v[l] + t->offset, 0);
+        }
+    }
+    for (int i = 0; i < f->ntensors && !err; i++)
+        if (strncmp(f->tensors[i].name, "optimizer.", 10) && --expected < 0)
+            err = sc_error(SC_ERR_MISMATCH, "%s: tensor '%s' is not in the model: the checkpoint is from another model",
+                           path, f->tensors[i].name);
+    const struct sc_st_tensor *it = sc_st_find(f, ITERATION_NAME);
+    if (!err && it) {
+        if (strcmp(it->dtype, "I64") || it->nbytes != 8)
+            err = sc_error(SC_ERR_PARSE, "%s: '%s' must be one I64", path, ITERATION_NAME);
+        else
+            memcpy(&ck->iteration, f->data + it->offset, 8);
+    }
+    sc_st_free(f);
+    if (err) {
+        sc_checkpoint_free(net, ck);
+        return err;
+    }
+    *out = ck;
+    return 0;
+}
+
+int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck)
+{
+    net->iteration = ck->iteration;
+    return sc_net_write_state(net, ck->w, ck->v);
+}
+
+static int write_file(const struct sc_net *net, const struct sc_checkpoint *ck, const char *path)
+{
+    int n = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        n += 2 * net->layers[l].ntensors;
+    struct sc_st_out *out = calloc(n + 1, sizeof(*out));
+    char (*names)[96] = calloc(n + 1, sizeof(*names));
+    if (!out || !names) {
+        free(out), free(names);
+        return sc_error(SC_ERR_NOMEM, "out of memory writing %s", path);
+    }
+    int k = 0;
+    for (int momentum = 0; momentum < 2; momentum++)
+        for (int l = 0; l < net->nlayers; l++) {
+            const struct sc_layer *layer = &net->layers[l];
+            for (int i = 0; i < layer->ntensors; i++, k++) {
+                const struct sc_param_tensor *t = &layer->tensors[i];
+                tensor_name(names[k], sizeof(names[k]), layer, t, momentum);
+                out[k].name = names[k];
+                out[k].dtype = "F32";
+                out[k].ndim = t->ndim;
+                memcpy(out[k].shape, t->shape, sizeof(t->shape));
+                out[k].data = (momentum ? ck->v[l] : ck->w[l]) + t->offset;
+            }
+        }
+    out[k] = (struct sc_st_out){.name = ITERATION_NAME, .dtype = "I64", .ndim = 0, .data = &ck->iteration};
+    int err = sc_st_write(path, out, k + 1);
+    free(out);
+    free(names);
+    return err;
+}
+
+int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path)
+{
+    struct sc_checkpoint *ck = checkpoint_alloc(net);
+    int err = ck ? 0 : sc_error(SC_ERR_NOMEM, "out of memory saving %s", path);
+    if (sc_runtime_agree(rt, err)) {
+        sc_checkpoint_free(net, ck);
+        return err ? err : sc_error(SC_ERR_NOMEM, "another rank ran out of memory saving %s", path);
+    }
+    ck->iteration = net->iteration;
+    err = sc_net_read_state(net, ck->w, ck->v);
+    if (!err && rt->rank == 0)
+        err = write_file(net, ck, path);
+    sc_checkpoint_free(net, ck);
+    char msg[512];
+    snprintf(msg, sizeof(msg), "%s", sc_last_error());
+    MPI_Bcast(&err, 1, MPI_INT, 0, rt->ctl);
+    MPI_Bcast(msg, sizeof(msg), MPI_CHAR, 0, rt->ctl);
+    return err ? sc_error(err, "%s", msg) : 0;
+}

@@ -1,0 +1,94 @@
+/* Error messages and rank-prefixed logging. */
+#include "starconv.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Per thread, so that StarPU workers and the main thread do not overwrite
+ * each other's message between the failing call and its caller reading it. */
+static _Thread_local char last_error[512];
+
+static atomic_int log_rank = 0;
+static atomic_int log_level = -1; /* -1: SC_LOG_LEVEL not read yet */
+
+const char *sc_strerror(int err)
+{
+    switch (err) {
+    case SC_OK: return "success";
+    case SC_ERR_NOMEM: return "out of memory";
+    case SC_ERR_IO: return "input/output error";
+    case SC_ERR_PARSE: return "parse error";
+    case SC_ERR_SHAPE: return "shape mismatch";
+    case SC_ERR_DATA: return "missing or corrupt data set";
+    case SC_ERR_ARG: return "bad argument";
+    case SC_ERR_RUNTIME: return "runtime error";
+    case SC_ERR_MISMATCH: return "checkpoint does not match the model";
+    default: return "unknown error";
+    }
+}
+
+int sc_error(int err, const char *fmt, ...)
+{
+    /* Format into a temporary first: callers often wrap the previous message,
+     * sc_error(e, "%s: %s", what, sc_last_error()), and vsnprintf into its own
+     * source is undefined. */
+    char tmp[sizeof last_error];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    memcpy(last_error, tmp, sizeof tmp);
+    return err;
+}
+
+const char *sc_last_error(void)
+{
+    return last_error;
+}
+
+void sc_log_set_rank(int rank)
+{
+    atomic_store(&log_rank, rank);
+}
+
+/* Read once: getenv races with setenv in other threads, and sc_log may be
+ * called from StarPU workers. */
+static int current_log_level(void)
+{
+    int level = atomic_load(&log_level);
+    if (level >= 0)
+        return level;
+    level = 1;
+    const char *env = getenv("SC_LOG_LEVEL");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end == '\0' && v >= 0 && v <= 100)
+            level = (int)v;
+    }
+    atomic_store(&log_level, level);
+    return level;
+}
+
+void sc_log(int level, const char *fmt, ...)
+{
+    if (level > current_log_level())
+        return;
+    /* One fputs per message, so that lines from several threads or ranks
+     * sharing a terminal do not interleave mid-line. */
+    char line[1024];
+    int len = snprintf(line, sizeof line, "[rank %d] ", atomic_load(&log_rank));
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + len, sizeof line - (size_t)len - 1, fmt, ap);
+    va_end(ap);
+    size_t n = strlen(line);
+    if (n == 0 || line[n - 1] != '\n') {
+        line[n] = '\n';
+        line[n + 1] = '\0';
+    }
+    fputs(line, stderr);
+}

@@ -1,0 +1,99 @@
+/* [convolutional]: 2-D convolution with bias, optionally followed by ReLU. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codelets.h"
+#include "layers.h"
+
+struct conv {
+    int filters, size, stride, pad, relu;
+    char fwd[48], bwd_data[48], bwd_filter[48], relu_bwd[48];
+};
+
+static int conv_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
+{
+    struct conv *p = calloc(1, sizeof(*p));
+    if (!p)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    l->priv = p;
+    int err;
+    if ((err = sc_cfg_get_int(cfg, s, "filters", -1, 1, 1 << 16, &p->filters)) ||
+        (err = sc_cfg_get_int(cfg, s, "size", -1, 1, 1024, &p->size)) ||
+        (err = sc_cfg_get_int(cfg, s, "stride", 1, 1, 1024, &p->stride)) ||
+        (err = sc_cfg_get_int(cfg, s, "pad", 0, 0, 1024, &p->pad)) ||
+        (err = sc_layer_parse_activation(cfg, s, &p->relu)))
+        return err;
+    if (p->filters < 0 || p->size < 0)
+        return sc_error(SC_ERR_PARSE, "%s:%d: [convolutional] needs 'filters' and 'size'", cfg->path, s->line);
+    l->torch_modules = p->relu ? 2 : 1;
+    return 0;
+}
+
+static struct sc_conv_args conv_args(const struct sc_layer *l, int n)
+{
+    const struct conv *p = l->priv;
+    return (struct sc_conv_args){
+        .n = n, .c = l->in.c, .h = l->in.h, .w = l->in.w,
+        .f = p->filters, .kh = p->size, .kw = p->size,
+        .sh = p->stride, .sw = p->stride, .ph = p->pad, .pw = p->pad,
+        .oh = l->out.h, .ow = l->out.w, .relu = p->relu,
+    };
+}
+
+static int conv_shapes(struct sc_layer *l, int max_n)
+{
+    struct conv *p = l->priv;
+    (void)max_n;
+    int oh = (l->in.h + 2 * p->pad - p->size) / p->stride + 1;
+    int ow = (l->in.w + 2 * p->pad - p->size) / p->stride + 1;
+    if (l->in.h + 2 * p->pad < p->size || l->in.w + 2 * p->pad < p->size)
+        return sc_error(SC_ERR_SHAPE, "[convolutional] kernel %d does not fit input %dx%d with pad %d", p->size, l->in.h, l->in.w, p->pad);
+    l->out = (struct sc_shape){p->filters, oh, ow};
+    size_t nw = (size_t)p->filters * l->in.c * p->size * p->size;
+    l->nparams = nw + p->filters;
+    l->ntensors = 2;
+    l->tensors[0] = (struct sc_param_tensor){"weight", 4, {p->filters, l->in.c, p->size, p->size}, 0, nw};
+    l->tensors[1] = (struct sc_param_tensor){"bias", 1, {p->filters}, nw, (size_t)p->filters};
+    snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
+    snprintf(p->bwd_data, sizeof(p->bwd_data), "%s.bwd_data", l->name);
+    snprintf(p->bwd_filter, sizeof(p->bwd_filter), "%s.bwd_filter", l->name);
+    snprintf(p->relu_bwd, sizeof(p->relu_bwd), "%s.relu_bwd", l->name);
+    return 0;
+}
+
+static void conv_init(struct sc_layer *l, float *params, uint64_t seed)
+{
+    const struct conv *p = l->priv;
+    sc_layer_init_uniform(l, params, seed, (size_t)l->in.c * p->size * p->size);
+}
+
+static int conv_forward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct conv *p = l->priv;
+    struct sc_conv_args a = conv_args(l, io->n);
+    return sc_insert_conv_fwd(&a, io->x, io->params, io->y, p->fwd);
+}
+
+static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct conv *p = l->priv;
+    struct sc_conv_args a = conv_args(l, io->n);
+    int err = 0;
+    if (p->relu)
+        err = sc_insert_relu_bwd(io->n * (int)sc_shape_size(&l->out), io->dy, io->y, p->relu_bwd);
+    if (!err)
+        err = sc_insert_conv_bwd_filter(&a, io->x, io->dy, io->dparams, p->bwd_filter);
+    if (!err && io->dx)
+        err = sc_insert_conv_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+    return err;
+}
+
+const struct sc_layer_ops sc_layer_conv_ops = {
+    .section = "convolutional",
+    .prefix = "conv",
+    .parse = conv_parse,
+    .shapes = conv_shapes,
+    .init = conv_init,
+    .forward = conv_forward,
+    .backward = conv_backward,
+};

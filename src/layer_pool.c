@@ -1,0 +1,97 @@
+/* [maxpool] and [avgpool]: 2-D pooling (PyTorch's floor mode; average pooling
+ * counts the padding, as nn.AvgPool2d does by default). */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codelets.h"
+#include "layers.h"
+
+struct pool {
+    int size, stride, pad, max;
+    char fwd[48], bwd[48];
+};
+
+static int pool_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s, int max)
+{
+    struct pool *p = calloc(1, sizeof(*p));
+    if (!p)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    l->priv = p;
+    p->max = max;
+    int err;
+    if ((err = sc_cfg_get_int(cfg, s, "size", 2, 1, 1024, &p->size)) ||
+        (err = sc_cfg_get_int(cfg, s, "stride", p->size, 1, 1024, &p->stride)) ||
+        (err = sc_cfg_get_int(cfg, s, "pad", 0, 0, 1024, &p->pad)))
+        return err;
+    if (2 * p->pad > p->size)
+        return sc_error(SC_ERR_PARSE, "%s:%d: pad %d is more than half the pooling size %d", cfg->path,
+                        s->line, p->pad, p->size);
+    l->torch_modules = 1;
+    return 0;
+}
+
+static int maxpool_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
+{
+    return pool_parse(l, cfg, s, 1);
+}
+
+static int avgpool_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
+{
+    return pool_parse(l, cfg, s, 0);
+}
+
+static struct sc_pool_args pool_args(const struct sc_layer *l, int n)
+{
+    const struct pool *p = l->priv;
+    return (struct sc_pool_args){
+        .n = n, .c = l->in.c, .h = l->in.h, .w = l->in.w,
+        .kh = p->size, .kw = p->size, .sh = p->stride, .sw = p->stride, .ph = p->pad, .pw = p->pad,
+        .oh = l->out.h, .ow = l->out.w, .max = p->max, .include_pad = 1,
+    };
+}
+
+static int pool_shapes(struct sc_layer *l, int max_n)
+{
+    struct pool *p = l->priv;
+    if (l->in.h + 2 * p->pad < p->size || l->in.w + 2 * p->pad < p->size)
+        return sc_error(SC_ERR_SHAPE, "[%s] size %d does not fit input %dx%d", p->max ? "maxpool" : "avgpool", p->size, l->in.h, l->in.w);
+    l->out = (struct sc_shape){l->in.c, (l->in.h + 2 * p->pad - p->size) / p->stride + 1,
+                               (l->in.w + 2 * p->pad - p->size) / p->stride + 1};
+    struct sc_pool_args a = pool_args(l, max_n);
+    l->scratch_bytes = sc_pool_workspace_bytes(&a);
+    snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
+    snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
+    return 0;
+}
+
+static int pool_forward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct pool *p = l->priv;
+    struct sc_pool_args a = pool_args(l, io->n);
+    return sc_insert_pool_fwd(&a, io->x, io->y, io->scratch, p->fwd);
+}
+
+static int pool_backward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct pool *p = l->priv;
+    struct sc_pool_args a = pool_args(l, io->n);
+    return io->dx ? sc_insert_pool_bwd(&a, io->dy, io->scratch, io->dx, p->bwd) : 0;
+}
+
+const struct sc_layer_ops sc_layer_maxpool_ops = {
+    .section = "maxpool",
+    .prefix = "pool",
+    .parse = maxpool_parse,
+    .shapes = pool_shapes,
+    .forward = pool_forward,
+    .backward = pool_backward,
+};
+
+const struct sc_layer_ops sc_layer_avgpool_ops = {
+    .section = "avgpool",
+    .prefix = "pool",
+    .parse = avgpool_parse,
+    .shapes = pool_shapes,
+    .forward = pool_forward,
+    .backward = pool_backward,
+};

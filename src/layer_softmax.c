@@ -1,0 +1,58 @@
+/* [softmax]: softmax cross-entropy loss, mean over the global batch.  Its
+ * forward task also writes the gradient of the logits, so it has no backward. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "codelets.h"
+#include "layers.h"
+
+struct softmax {
+    char fwd[48];
+};
+
+static int softmax_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
+{
+    (void)cfg;
+    (void)s;
+    struct softmax *p = calloc(1, sizeof(*p));
+    if (!p)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    l->priv = p;
+    l->is_loss = 1;
+    l->torch_modules = 0;
+    return 0;
+}
+
+static int softmax_shapes(struct sc_layer *l, int max_n)
+{
+    struct softmax *p = l->priv;
+    (void)max_n;
+    l->out = l->in;
+    snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
+    return 0;
+}
+
+static int softmax_forward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct softmax *p = l->priv;
+    struct sc_xent_args a = {.n = io->n, .classes = (int)sc_shape_size(&l->in), .scale = io->loss_scale};
+    if (!io->train)
+        return sc_insert_xent_eval(&a, io->x, io->labels, io->stats, p->fwd);
+    return sc_insert_xent(&a, io->x, io->labels, io->dx, io->stats, p->fwd);
+}
+
+static int softmax_backward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    (void)l;
+    (void)io;
+    return 0;
+}
+
+const struct sc_layer_ops sc_layer_softmax_ops = {
+    .section = "softmax",
+    .prefix = "loss",
+    .parse = softmax_parse,
+    .shapes = softmax_shapes,
+    .forward = softmax_forward,
+    .backward = softmax_backward,
+};

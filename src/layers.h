@@ -1,0 +1,91 @@
+/* Layer types: each has its own params struct and its own file, and plugs
+ * into the network through an ops table.  A layer submits the tasks of one
+ * tile (a slice of the local batch) at a time and knows nothing of ranks. */
+#ifndef SC_LAYERS_H
+#define SC_LAYERS_H
+
+#include <stdint.h>
+#include <starpu.h>
+
+#include "starconv.h"
+
+struct sc_shape {
+    int c, h, w; /* one sample */
+};
+
+static inline size_t sc_shape_size(const struct sc_shape *s)
+{
+    return (size_t)s->c * s->h * s->w;
+}
+
+/* A parameter tensor as PyTorch names and lays it out. */
+struct sc_param_tensor {
+    const char *suffix;    /* "weight" or "bias" */
+    int ndim;
+    int64_t shape[4];
+    size_t offset, count;  /* within the layer's parameter vector */
+};
+
+/* The handles one layer sees for one tile. */
+struct sc_tile_io {
+    int n;                                 /* samples in this tile */
+    starpu_data_handle_t x, y;             /* input, output */
+    starpu_data_handle_t dx, dy;           /* their gradients; dx NULL for the first layer */
+    starpu_data_handle_t scratch;          /* per-tile scratch (layer's scratch_bytes), or NULL */
+    starpu_data_handle_t params, dparams;  /* dparams: this tile's own partial gradient */
+    starpu_data_handle_t labels, stats;    /* used by the loss layer */
+    float loss_scale;                      /* 1 / global batch */
+    int train;                             /* 0: forward for evaluation only */
+};
+
+struct sc_layer;
+
+struct sc_layer_ops {
+    const char *section;     /* cfg section name */
+    const char *prefix;      /* layer names are prefix + number, e.g. conv2 */
+    /* Read the section's keys into the layer's own params. */
+    int (*parse)(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s);
+    /* Given l->in, set l->out, l->nparams, l->tensors, l->scratch_bytes (for max_n samples). */
+    int (*shapes)(struct sc_layer *l, int max_n);
+    /* Fill the parameter vector (PyTorch's default initialization). */
+    void (*init)(struct sc_layer *l, float *params, uint64_t seed);
+    int (*forward)(struct sc_layer *l, const struct sc_tile_io *io);
+    /* Gradients: dx (when not NULL) and dparams (when the layer has parameters). */
+    int (*backward)(struct sc_layer *l, const struct sc_tile_io *io);
+};
+
+struct sc_layer {
+    const struct sc_layer_ops *ops;
+    void *priv;                  /* the type's params struct */
+    int index;                   /* position in the cfg, from 0 */
+    int torch_index;             /* index of its first module in PyTorch's nn.Sequential */
+    int torch_modules;           /* modules it stands for (conv + ReLU = 2) */
+    int line;                    /* cfg line of its section */
+    char name[32];               /* e.g. "conv2", for traces */
+    struct sc_shape in, out;
+    size_t nparams;
+    struct sc_param_tensor tensors[2];
+    int ntensors;
+    size_t scratch_bytes;
+    int is_loss;
+};
+
+extern const struct sc_layer_ops sc_layer_conv_ops;
+extern const struct sc_layer_ops sc_layer_maxpool_ops;
+extern const struct sc_layer_ops sc_layer_avgpool_ops;
+extern const struct sc_layer_ops sc_layer_fc_ops;
+extern const struct sc_layer_ops sc_layer_softmax_ops;
+
+/* Uniform floats in [-bound, bound) from a counter-based generator: the same
+ * for a given (seed, stream, i) whatever the number of ranks or workers. */
+float sc_uniform(uint64_t seed, uint64_t stream, uint64_t i, float bound);
+
+/* PyTorch's default initialization of conv and linear layers:
+ * kaiming_uniform_(a=sqrt(5)) gives weights uniform in 1/sqrt(fan_in), and the
+ * bias is uniform in the same bound. */
+void sc_layer_init_uniform(const struct sc_layer *l, float *params, uint64_t seed, size_t fan_in);
+
+/* Shared by the layer parsers: "activation=relu|linear". */
+int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s, int *relu);
+
+#endif

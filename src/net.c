@@ -1,0 +1,528 @@
+/* The network: cfg -> layers, and the tiles, handles and collective plans of
+ * this rank.  Everything here is data; tasks come from layers and tasks/. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu.h>
+
+#include "net.h"
+#include "tasks.h"
+
+static const struct sc_layer_ops *const layer_types[] = {
+    &sc_layer_conv_ops, &sc_layer_maxpool_ops, &sc_layer_avgpool_ops, &sc_layer_fc_ops, &sc_layer_softmax_ops,
+};
+
+/* ---- parameters and names ---- */
+
+static uint64_t splitmix64(uint64_t x)
+{
+    x += 0x9e3779b97f4a7c15ULL;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+float sc_uniform(uint64_t seed, uint64_t stream, uint64_t i, float bound)
+{
+    uint64_t r = splitmix64(splitmix64(seed ^ splitmix64(stream + 0x51ed27)) + i);
+    float u = (float)(r >> 40) * (1.0f / 16777216.0f); /* 24 bits: [0, 1) */
+    return (2.0f * u - 1.0f) * bound;
+}
+
+void sc_layer_init_uniform(const struct sc_layer *l, float *params, uint64_t seed, size_t fan_in)
+{
+    float bound = 1.0f / sqrtf((float)fan_in);
+    for (size_t i = 0; i < l->nparams; i++)
+        params[i] = sc_uniform(seed, (uint64_t)l->index, i, bound);
+}
+
+int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s, int *relu)
+{
+    const char *act;
+    int err = sc_cfg_get_str(cfg, s, "activation", "linear", &act);
+    if (err)
+        return err;
+    if (!strcmp(act, "relu"))
+        *relu = 1;
+    else if (!strcmp(act, "linear"))
+        *relu = 0;
+    else
+        return sc_error(SC_ERR_PARSE, "%s:%d: unknown activation '%s' in [%s] (relu or linear)", cfg->path,
+                        s->line, act, s->name);
+    return 0;
+}
+
+/* ---- parsing ---- */
+
+static const struct sc_layer_ops *find_type(const char *section)
+{
+    for (size_t i = 0; i < sizeof(layer_types) / sizeof(layer_types[0]); i++)
+        if (!strcmp(layer_types[i]->section, section))
+            return layer_types[i];
+    return NULL;
+}
+
+static int parse_input(struct sc_net *net, const struct sc_cfg *cfg, struct sc_cfg_section *s)
+{
+    int err;
+    if ((err = sc_cfg_get_int(cfg, s, "channels", 1, 1, 1 << 16, &net->input.c)) ||
+        (err = sc_cfg_get_int(cfg, s, "height", -1, 1, 1 << 16, &net->input.h)) ||
+        (err = sc_cfg_get_int(cfg, s, "width", -1, 1, 1 << 16, &net->input.w)) ||
+        (err = sc_cfg_get_int(cfg, s, "classes", 10, 2, 1 << 20, &net->classes)))
+        return err;
+    if (net->input.h < 0 || net->input.w < 0)
+        return sc_error(SC_ERR_PARSE, "%s:%d: [net] needs 'height' and 'width'", cfg->path, s->line);
+    return sc_cfg_check_unused(cfg, s);
+}
+
+static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
+{
+    if (cfg->nsections == 0 || strcmp(cfg->sections[0].name, "net"))
+        return sc_error(SC_ERR_PARSE, "%s:%d: the first section must be [net]", cfg->path,
+                        cfg->nsections ? cfg->sections[0].line : 1);
+    int err = parse_input(net, cfg, &cfg->sections[0]);
+    if (err)
+        return err;
+    net->nlayers = cfg->nsections - 1;
+    net->layers = calloc(net->nlayers ? net->nlayers : 1, sizeof(*net->layers));
+    if (!net->layers)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    struct sc_shape shape = net->input;
+    int torch_index = 0, flat = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        struct sc_cfg_section *s = &cfg->sections[i + 1];
+        struct sc_layer *l = &net->layers[i];
+        l->ops = find_type(s->name);
+        l->index = i;
+        l->line = s->line;
+        if (!l->ops)
+            return sc_error(SC_ERR_PARSE,
+                            "%s:%d: unknown section [%s] (known: net convolutional maxpool avgpool connected softmax)",
+                            cfg->path, s->line, s->name);
+        if (i > 0 && net->layers[i - 1].is_loss)
+            return sc_error(SC_ERR_PARSE, "%s:%d: [%s] after [softmax]: the loss must be the last layer", cfg->path,
+                            s->line, s->name);
+        if ((err = l->ops->parse(l, cfg, s)) || (err = sc_cfg_check_unused(cfg, s)))
+            return err;
+        int same = 1;
+        for (int j = 0; j < i; j++)
+            same += !strcmp(net->layers[j].ops->prefix, l->ops->prefix);
+        snprintf(l->name, sizeof(l->name), "%s%d", l->ops->prefix, same);
+        if (l->ops == &sc_layer_fc_ops) {
+            if (!flat)
+                torch_index++; /* nn.Flatten */
+            flat = 1;
+        } else if (flat && !l->is_loss) {
+            return sc_error(SC_ERR_SHAPE, "%s:%d: [%s] after [connected] is not supported", cfg->path, s->line,
+                            s->name);
+        }
+        l->torch_index = torch_index;
+        torch_index += l->torch_modules;
+        l->in = shape;
+        if ((err = l->ops->shapes(l, 1)))
+            return sc_error(err, "%s:%d: %s", cfg->path, s->line, sc_last_error());
+        shape = l->out;
+    }
+    if (net->nlayers == 0 || !net->layers[net->nlayers - 1].is_loss)
+        return sc_error(SC_ERR_PARSE, "%s: the last layer must be [softmax]", cfg->path);
+    struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    if (net->nlayers < 2 || sc_shape_size(&loss->in) != (size_t)net->classes)
+        return sc_error(SC_ERR_SHAPE, "%s:%d: [softmax] gets %zu values per sample but [net] has classes=%d",
+                        cfg->path, loss->line, sc_shape_size(&loss->in), net->classes);
+    return 0;
+}
+
+int sc_net_parse(const char *cfg_path, struct sc_net **out)
+{
+    struct sc_cfg *cfg;
+    int err = sc_cfg_load(cfg_path, &cfg);
+    if (err)
+        return err;
+    struct sc_net *net = calloc(1, sizeof(*net));
+    if (!net) {
+        sc_cfg_free(cfg);
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    }
+    err = build_layers(net, cfg);
+    sc_cfg_free(cfg);
+    if (err) {
+        sc_net_destroy(net);
+        return err;
+    }
+    *out = net;
+    return 0;
+}
+
+size_t sc_net_nparams(const struct sc_net *net)
+{
+    size_t n = 0;
+    for (int i = 0; i < net->nlayers; i++)
+        n += net->layers[i].nparams;
+    return n;
+}
+
+/* ---- this rank's share ---- */
+
+struct layer_data {
+    float *w, *v, *g;                /* parameters, momentum, reduced gradient */
+    float **tile_g;                  /* partial gradients of tiles 1.. */
+    starpu_data_handle_t hw, hv, hg, *htile_g;
+    struct sc_ring *ring;
+    struct sc_sgd_sync *sgd;
+    float **y, **dy;                 /* per tile: output and its gradient */
+    void **scratch;
+    starpu_data_handle_t *hy, *hdy, *hscratch;
+};
+
+struct sc_net_dist {
+    struct sc_runtime *rt;
+    int global_batch, local_batch, ntiles, tile_max;
+    int *tile_n;                     /* samples per tile for a full batch */
+    float **x0;                      /* per tile: input */
+    int32_t **labels;
+    float **stats, **eval_acc;       /* 2 floats each */
+    starpu_data_handle_t *hx0, *hlabels, *hstats, *heval_acc;
+    struct layer_data *ld;
+    char load_name[16], acc_name[24];
+};
+
+static int reg_vec(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
+{
+    *mem = calloc(n ? n : 1, elem);
+    if (!*mem)
+        return sc_error(SC_ERR_NOMEM, "out of memory (%zu bytes)", n * elem);
+    starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)*mem, (uint32_t)(n ? n : 1), elem);
+    return 0;
+}
+
+static void unreg_vec(starpu_data_handle_t h, void *mem)
+{
+    if (h)
+        starpu_data_unregister(h);
+    free(mem);
+}
+
+#define ALLOC_ARRAY(p, n)                                                                                         \
+    do {                                                                                                          \
+        if (!((p) = calloc((n) ? (n) : 1, sizeof(*(p)))))                                                        \
+            return sc_error(SC_ERR_NOMEM, "out of memory");                                                       \
+    } while (0)
+
+static int setup_layer(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, err;
+    ALLOC_ARRAY(d->y, T);
+    ALLOC_ARRAY(d->dy, T);
+    ALLOC_ARRAY(d->scratch, T);
+    ALLOC_ARRAY(d->hy, T);
+    ALLOC_ARRAY(d->hdy, T);
+    ALLOC_ARRAY(d->hscratch, T);
+    if ((err = l->ops->shapes(l, D->tile_max)))
+        return err;
+    size_t out = (size_t)D->tile_max * sc_shape_size(&l->out);
+    for (int t = 0; t < T && !l->is_loss; t++) {
+        if ((err = reg_vec(&d->hy[t], (void **)&d->y[t], out, sizeof(float))) ||
+            (err = reg_vec(&d->hdy[t], (void **)&d->dy[t], out, sizeof(float))))
+            return err;
+        if (l->scratch_bytes && (err = reg_vec(&d->hscratch[t], &d->scratch[t], l->scratch_bytes, 1)))
+            return err;
+    }
+    if (!l->nparams)
+        return 0;
+    if ((err = reg_vec(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
+        (err = reg_vec(&d->hv, (void **)&d->v, l->nparams, sizeof(float))) ||
+        (err = reg_vec(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
+        return err;
+    l->ops->init(l, d->w, seed);
+    ALLOC_ARRAY(d->tile_g, T);
+    ALLOC_ARRAY(d->htile_g, T);
+    for (int t = 1; t < T; t++)
+        if ((err = reg_vec(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
+            return err;
+    if ((err = sc_ring_create(&d->ring, d->hg, D->rt->comm, l->name)) ||
+        (err = sc_sgd_sync_create(&d->sgd, d->ring, d->hw, d->hv)))
+        return err;
+    return 0;
+}
+
+int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed)
+{
+    if (global_batch < rt->size || global_batch % rt->size)
+        return sc_error(SC_ERR_ARG, "global batch %d does not split evenly over %d ranks (use a multiple of %d)",
+                        global_batch, rt->size, rt->size);
+    struct sc_net_dist *D = calloc(1, sizeof(*D));
+    if (!D)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    net->dist = D;
+    D->rt = rt;
+    D->global_batch = global_batch;
+    D->local_batch = global_batch / rt->size;
+    D->ntiles = rt->ncpu < D->local_batch ? rt->ncpu : D->local_batch;
+    D->tile_max = (D->local_batch + D->ntiles - 1) / D->ntiles;
+    int T = D->ntiles, err;
+    ALLOC_ARRAY(D->tile_n, T);
+    for (int t = 0; t < T; t++)
+        D->tile_n[t] = D->local_batch / T + (t < D->local_batch % T);
+    ALLOC_ARRAY(D->x0, T);
+    ALLOC_ARRAY(D->labels, T);
+    ALLOC_ARRAY(D->stats, T);
+    ALLOC_ARRAY(D->eval_acc, T);
+    ALLOC_ARRAY(D->hx0, T);
+    ALLOC_ARRAY(D->hlabels, T);
+    ALLOC_ARRAY(D->hstats, T);
+    ALLOC_ARRAY(D->heval_acc, T);
+    size_t pixels = sc_shape_size(&net->input);
+    for (int t = 0; t < T; t++)
+        if ((err = reg_vec(&D->hx0[t], (void **)&D->x0[t], (size_t)D->tile_max * pixels, sizeof(float))) ||
+            (err = reg_vec(&D->hlabels[t], (void **)&D->labels[t], D->tile_max, sizeof(int32_t))) ||
+            (err = reg_vec(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
+            (err = reg_vec(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
+            return err;
+    ALLOC_ARRAY(D->ld, net->nlayers);
+    for (int i = 0; i < net->nlayers; i++)
+        if ((err = setup_layer(net, &net->layers[i], &D->ld[i], seed)))
+            return err;
+    snprintf(D->load_name, sizeof(D->load_name), "load");
+    snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");
+    return 0;
+}
+
+static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
+{
+    int T = D->ntiles;
+    sc_sgd_sync_destroy(d->sgd);
+    sc_ring_destroy(d->ring);
+    for (int t = 0; t < T; t++) {
+        if (d->hy)
+            unreg_vec(d->hy[t], d->y[t]);
+        if (d->hdy)
+            unreg_vec(d->hdy[t], d->dy[t]);
+        if (d->hscratch)
+            unreg_vec(d->hscratch[t], d->scratch[t]);
+        if (d->htile_g && t > 0)
+            unreg_vec(d->htile_g[t], d->tile_g[t]);
+    }
+    unreg_vec(d->hw, d->w);
+    unreg_vec(d->hv, d->v);
+    unreg_vec(d->hg, d->g);
+    free(d->y), free(d->dy), free(d->scratch), free(d->hy), free(d->hdy), free(d->hscratch);
+    free(d->tile_g), free(d->htile_g);
+}
+
+void sc_net_destroy(struct sc_net *net)
+{
+    if (!net)
+        return;
+    struct sc_net_dist *D = net->dist;
+    if (D) {
+        sc_tasks_wait_all(D->rt->comm);
+        for (int i = 0; D->ld && i < net->nlayers; i++)
+            destroy_layer(D, &D->ld[i]);
+        for (int t = 0; t < D->ntiles; t++) {
+            if (D->hx0)
+                unreg_vec(D->hx0[t], D->x0[t]);
+            if (D->hlabels)
+                unreg_vec(D->hlabels[t], D->labels[t]);
+            if (D->hstats)
+                unreg_vec(D->hstats[t], D->stats[t]);
+            if (D->heval_acc)
+                unreg_vec(D->heval_acc[t], D->eval_acc[t]);
+        }
+        free(D->tile_n), free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
+        free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld);
+        free(D);
+    }
+    for (int i = 0; net->layers && i < net->nlayers; i++)
+        free(net->layers[i].priv);
+    free(net->layers);
+    free(net);
+}
+
+/* ---- iterations ---- */
+
+static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int n, int train)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    struct sc_tile_io io = {
+        .n = n,
+        .x = l ? D->ld[l - 1].hy[t] : D->hx0[t],
+        .y = d->hy[t],
+        .dx = l ? D->ld[l - 1].hdy[t] : NULL,
+        .dy = d->hdy[t],
+        .scratch = d->hscratch[t],
+        .params = d->hw,
+        .dparams = t ? (d->htile_g ? d->htile_g[t] : NULL) : d->hg,
+        .labels = D->hlabels[t],
+        .stats = D->hstats[t],
+        .loss_scale = 1.0f / (float)D->global_batch,
+        .train = train,
+    };
+    return io;
+}
+
+/* Load samples idx[0 .. count) of this rank's slice into the tiles, then run
+ * the forward pass (and the loss) of every tile. */
+static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int count,
+                          int train, int *tile_n)
+{
+    struct sc_net_dist *D = net->dist;
+    int pixels = (int)sc_shape_size(&net->input), err, first = 0;
+    for (int t = 0; t < D->ntiles; t++) {
+        tile_n[t] = count / D->ntiles + (t < count % D->ntiles);
+        if (tile_n[t] && (err = sc_insert_load_batch(ds->images, ds->labels, pixels, tile_n[t], idx + first,
+                                                     D->hx0[t], D->hlabels[t], D->load_name)))
+            return err;
+        first += tile_n[t];
+    }
+    for (int l = 0; l < net->nlayers; l++)
+        for (int t = 0; t < D->ntiles; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, tile_n[t], train);
+            if (tile_n[t] && (err = net->layers[l].ops->forward(&net->layers[l], &io)))
+                return err;
+        }
+    return 0;
+}
+
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+                       const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    int tile_n[D->ntiles], err;
+    if ((err = submit_forward(net, ds, idx + D->rt->rank * D->local_batch, D->local_batch, 1, tile_n)))
+        return err;
+    for (int l = net->nlayers - 1; l >= 0; l--) {
+        struct sc_layer *layer = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        for (int t = 0; t < D->ntiles; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, tile_n[t], 1);
+            if ((err = layer->ops->backward(layer, &io)))
+                return err;
+        }
+        if (!layer->nparams)
+            continue;
+        /* Right after the layer's weight gradient, so that its reduction
+         * overlaps the backward pass of the layers below. */
+        for (int t = 1; t < D->ntiles; t++)
+            if ((err = sc_insert_accumulate(d->hg, d->htile_g[t], layer->name)))
+                return err;
+        if ((err = sc_sgd_sync_submit(d->sgd, sgd)))
+            return err;
+    }
+    net->iteration++;
+    /* Bounded lookahead: tasks are small, but an epoch of them is not. */
+    sc_tasks_throttle(4096);
+    return 0;
+}
+
+static void sum_stats(struct sc_net *net, starpu_data_handle_t *h, float **mem, double out[2])
+{
+    struct sc_net_dist *D = net->dist;
+    double local[2] = {0, 0};
+    for (int t = 0; t < D->ntiles; t++) {
+        starpu_data_acquire(h[t], STARPU_R);
+        local[0] += mem[t][0];
+        local[1] += mem[t][1];
+        starpu_data_release(h[t]);
+    }
+    MPI_Allreduce(local, out, 2, MPI_DOUBLE, MPI_SUM, D->rt->ctl);
+}
+
+double sc_net_last_loss(struct sc_net *net)
+{
+    double s[2];
+    sum_stats(net, net->dist->hstats, net->dist->stats, s);
+    return s[0] / net->dist->global_batch;
+}
+
+int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss)
+{
+    struct sc_net_dist *D = net->dist;
+    int B = D->global_batch, b = D->local_batch, tile_n[D->ntiles], err;
+    for (int t = 0; t < D->ntiles; t++) {
+        starpu_data_acquire(D->heval_acc[t], STARPU_W);
+        D->eval_acc[t][0] = D->eval_acc[t][1] = 0;
+        starpu_data_release(D->heval_acc[t]);
+    }
+    int32_t *idx = malloc((size_t)b * sizeof(*idx));
+    if (!idx)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    for (int start = 0; start < ds->n; start += B) {
+        int first = start + D->rt->rank * b, count = ds->n - first < b ? ds->n - first : b;
+        if (count <= 0)
+            continue;
+        for (int i = 0; i < count; i++)
+            idx[i] = first + i;
+        if ((err = submit_forward(net, ds, idx, count, 0, tile_n))) {
+            free(idx);
+            return err;
+        }
+        for (int t = 0; t < D->ntiles; t++)
+            if (tile_n[t] && (err = sc_insert_accumulate(D->heval_acc[t], D->hstats[t], D->acc_name))) {
+                free(idx);
+                return err;
+            }
+        sc_tasks_throttle(4096);
+    }
+    free(idx);
+    double s[2];
+    sum_stats(net, D->heval_acc, D->eval_acc, s);
+    *loss = s[0] / ds->n;
+    *accuracy = s[1] / ds->n;
+    return 0;
+}
+
+void sc_net_wait(struct sc_net *net)
+{
+    sc_tasks_wait_all(net->dist->rt->comm);
+}
+
+int sc_net_read_state(struct sc_net *net, float **w, float **v)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_runtime *rt = D->rt;
+    sc_net_wait(net);
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        size_t n = net->layers[l].nparams;
+        if (!n)
+            continue;
+        starpu_data_acquire(d->hw, STARPU_R);
+        memcpy(w[l], d->w, n * sizeof(float));
+        starpu_data_release(d->hw);
+        /* Each rank's owned momentum chunk goes to rank 0. */
+        starpu_data_acquire(d->hv, STARPU_R);
+        int counts[rt->size], displs[rt->size];
+        size_t first, count;
+        sc_ring_owned_range(d->ring, &first, &count);
+        int c = (int)count, f = (int)first;
+        MPI_Gather(&c, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->ctl);
+        MPI_Gather(&f, 1, MPI_INT, displs, 1, MPI_INT, 0, rt->ctl);
+        MPI_Gatherv(d->v + first, c, MPI_FLOAT, rt->rank == 0 ? v[l] : NULL, counts, displs, MPI_FLOAT, 0,
+                    rt->ctl);
+        starpu_data_release(d->hv);
+    }
+    return 0;
+}
+
+int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
+{
+    struct sc_net_dist *D = net->dist;
+    sc_net_wait(net);
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        size_t n = net->layers[l].nparams;
+        if (!n)
+            continue;
+        starpu_data_acquire(d->hw, STARPU_W);
+        memcpy(d->w, w[l], n * sizeof(float));
+        starpu_data_release(d->hw);
+        starpu_data_acquire(d->hv, STARPU_W);
+        memcpy(d->v, v[l], n * sizeof(float));
+        starpu_data_release(d->hv);
+    }
+    return 0;
+}

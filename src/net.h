@@ -1,0 +1,55 @@
+/* The network: layers built from a .cfg, their parameters, and the
+ * activations of this rank's tiles.  Training submits whole iterations
+ * without waiting; only the sc_net_* functions marked "sync point" wait. */
+#ifndef SC_NET_H
+#define SC_NET_H
+
+#include "layers.h"
+#include "runtime.h"
+#include "starconv.h"
+#include "codelets.h"
+
+struct sc_net_dist;  /* this rank's share: tiles, handles, collective plans */
+
+struct sc_net {
+    struct sc_shape input;
+    int classes;
+    struct sc_layer *layers;
+    int nlayers;
+    int64_t iteration;           /* optimizer steps taken */
+    struct sc_net_dist *dist;    /* NULL until sc_net_setup */
+};
+
+/* Parse a .cfg and check that the shapes fit (no StarPU needed).  Errors name
+ * file:line. */
+int sc_net_parse(const char *cfg_path, struct sc_net **out);
+size_t sc_net_nparams(const struct sc_net *net);
+
+/* Split the global batch over the ranks of rt (it must divide evenly) and
+ * the local batch into one tile per CPU worker; allocate and register the
+ * tiles, initialize the parameters from seed. */
+int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed);
+void sc_net_destroy(struct sc_net *net);
+
+/* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
+ * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking. */
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+                       const struct sc_sgd_args *sgd);
+
+/* Sync point: the mean loss over the global batch of the last submitted
+ * iteration (every rank gets it). */
+double sc_net_last_loss(struct sc_net *net);
+
+/* Sync point: accuracy (0..1) and mean loss over the whole of ds. */
+int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss);
+
+/* Sync point: wait until every submitted iteration is done. */
+void sc_net_wait(struct sc_net *net);
+
+/* Sync points for checkpoints.  read: the full parameters of layer l into
+ * w[l] on every rank, and the momentum into v[l] on rank 0 only (it is spread
+ * over the ranks that own its chunks).  write: set them on every rank. */
+int sc_net_read_state(struct sc_net *net, float **w, float **v);
+int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v);
+
+#endif

@@ -1,0 +1,28 @@
+/* The runtime context: MPI, StarPU and StarPU-MPI of one process. */
+#ifndef SC_RUNTIME_H
+#define SC_RUNTIME_H
+
+#include <mpi.h>
+
+struct sc_runtime {
+    int rank, size;
+    int ncpu;          /* CPU workers of this rank */
+    MPI_Comm comm;     /* StarPU-MPI transfers */
+    MPI_Comm ctl;      /* the main thread's own collectives (logging, checkpoints) */
+};
+
+/* Valid StarPU policy names, separated by spaces (for messages). */
+const char *sc_runtime_policies(void);
+/* 1 if name is a StarPU scheduling policy. */
+int sc_runtime_policy_valid(const char *name);
+
+/* MPI (thread-multiple, since the main thread and StarPU-MPI's thread both
+ * call MPI), then StarPU with policy sched (NULL: STARPU_SCHED or StarPU's
+ * default), then StarPU-MPI. */
+int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt);
+void sc_runtime_shutdown(struct sc_runtime *rt);
+
+/* All ranks agree on an error: returns the first non-zero err of any rank. */
+int sc_runtime_agree(struct sc_runtime *rt, int err);
+
+#endif

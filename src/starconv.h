@@ -1,0 +1,143 @@
+/* starconv public API: errors, logging, configuration files, data sets,
+ * checkpoint files.  Every function returns 0 or a negative SC_ERR_*; on
+ * error a one-line message saying what and where is kept per thread and
+ * returned by sc_last_error().  The library never calls exit(). */
+#ifndef STARCONV_H
+#define STARCONV_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum {
+    SC_OK = 0,
+    SC_ERR_NOMEM = -1,   /* allocation failed */
+    SC_ERR_IO = -2,      /* a file could not be opened, read or written */
+    SC_ERR_PARSE = -3,   /* malformed configuration or checkpoint header */
+    SC_ERR_SHAPE = -4,   /* shapes that do not fit together */
+    SC_ERR_DATA = -5,    /* missing or corrupt data set */
+    SC_ERR_ARG = -6,     /* bad argument or option value */
+    SC_ERR_RUNTIME = -7, /* StarPU or MPI refused */
+    SC_ERR_MISMATCH = -8 /* checkpoint from another model */
+};
+
+const char *sc_strerror(int err);
+
+/* Record a printf-style message for the current thread and return err. */
+int sc_error(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The last message recorded by this thread ("" if none). */
+const char *sc_last_error(void);
+
+/* Logging: SC_LOG(level, ...) prints "[rank R] message" on stderr when
+ * level <= SC_LOG_LEVEL (environment, default 1). 0 error, 1 info, 2 debug. */
+void sc_log_set_rank(int rank);
+void sc_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#define SC_LOG(level, ...) sc_log((level), __VA_ARGS__)
+
+/* ---- configuration files (Darknet-style INI) ---------------------------- */
+
+struct sc_cfg_key {
+    char *key;
+    char *value;
+    int line;
+    int used; /* set by the getters, so that unknown keys can be reported */
+};
+
+struct sc_cfg_section {
+    char *name; /* without brackets, e.g. "convolutional" */
+    int line;
+    struct sc_cfg_key *keys;
+    int nkeys;
+};
+
+struct sc_cfg {
+    char *path;
+    struct sc_cfg_section *sections;
+    int nsections;
+};
+
+/* Parse a file: '#' and ';' start comments, blank lines are skipped,
+ * "[name]" opens a section, "key=value" (spaces around tolerated) adds a key
+ * to the current one.  Errors name path:line. */
+int sc_cfg_load(const char *path, struct sc_cfg **out);
+int sc_cfg_parse_string(const char *text, const char *name, struct sc_cfg **out);
+void sc_cfg_free(struct sc_cfg *cfg);
+
+/* Getters: return 0 and set *out, or the default when the key is absent;
+ * a value that is not a number (or out of [min, max]) is an SC_ERR_PARSE
+ * naming path:line and key.  They mark the key used. */
+int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
+                   int def, int min, int max, int *out);
+int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
+                     double def, double *out);
+/* *out points into the section (not copied); def may be NULL. */
+int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
+                   const char *def, const char **out);
+/* SC_ERR_PARSE "path:line: unknown key 'k' in [section]" for the first key
+ * that no getter has read. */
+int sc_cfg_check_unused(const struct sc_cfg *cfg, const struct sc_cfg_section *s);
+
+/* ---- IDX data sets (MNIST / Fashion-MNIST, optionally gzip-compressed) ---- */
+
+struct sc_dataset {
+    int n;              /* number of samples */
+    int c, h, w;        /* sample shape */
+    int classes;        /* 10 for Fashion-MNIST */
+    uint8_t *images;    /* n * c*h*w bytes, 0..255 */
+    uint8_t *labels;    /* n bytes, 0..classes-1 */
+};
+
+/* Load "<dir>/<prefix>-images-idx3-ubyte[.gz]" and
+ * "<dir>/<prefix>-labels-idx1-ubyte[.gz]" (prefix "train" or "t10k").
+ * A missing directory or file names the path and the Debian package
+ * dataset-fashion-mnist; a truncated or corrupt file, a bad magic number,
+ * image/label count mismatch or a label >= 10 names the file. */
+int sc_dataset_load_idx(const char *dir, const char *prefix, struct sc_dataset *out);
+void sc_dataset_free(struct sc_dataset *ds);
+
+/* ---- safetensors files ----------------------------------------------------- */
+
+#define SC_ST_MAXDIM 4
+
+struct sc_st_tensor {
+    char *name;
+    char dtype[8];          /* "F32", "I64", ... */
+    int ndim;
+    int64_t shape[SC_ST_MAXDIM];
+    size_t offset;          /* into the data section, bytes */
+    size_t nbytes;
+};
+
+struct sc_st_file {
+    struct sc_st_tensor *tensors;
+    int ntensors;
+    uint8_t *data;          /* the whole data section */
+    size_t data_bytes;
+};
+
+/* Read and validate a file: header length within the file, JSON header well
+ * formed, every tensor's offsets inside the data section and consistent with
+ * dtype and shape.  Errors name the path. */
+int sc_st_read(const char *path, struct sc_st_file **out);
+const struct sc_st_tensor *sc_st_find(const struct sc_st_file *f, const char *name);
+void sc_st_free(struct sc_st_file *f);
+
+struct sc_st_out {
+    const char *name;
+    const char *dtype;      /* "F32" or "I64" */
+    int ndim;
+    int64_t shape[SC_ST_MAXDIM];
+    const void *data;       /* little-endian bytes */
+};
+
+/* Write atomically: a temporary file beside path, fsync, rename.  On any
+ * failure nothing is left at path (a previous file there stays intact). */
+int sc_st_write(const char *path, const struct sc_st_out *tensors, int n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,219 @@
+/* starconv-train: train a .cfg model on Fashion-MNIST under mpirun. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "train.h"
+
+#define EXIT_BAD_INPUT 2
+
+static const char usage[] =
+    "Usage: mpirun -np P starconv-train [options]\n"
+    "Train a convolutional network described by a .cfg file with data parallelism over\n"
+    "the MPI ranks and the StarPU workers of each rank (STARPU_NCPU sets them).\n"
+    "\n"
+    "  --model FILE         network (.cfg); default models/lenet.cfg\n"
+    "  --data DIR           IDX files (train-*, t10k-*); default /usr/share/datasets/fashion-mnist\n"
+    "                       (Debian package dataset-fashion-mnist)\n"
+    "  --epochs N           passes over the training set; default 1\n"
+    "  --iters N            stop after N iterations in all (0: initialize, save, stop)\n"
+    "  --batch N            global batch, split evenly over the ranks; default 64\n"
+    "  --lr X               learning rate; default 0.05\n"
+    "  --momentum X         SGD momentum; default 0.9\n"
+    "  --weight-decay X     L2 weight decay (as torch.optim.SGD); default 0\n"
+    "  --seed N             initialization and shuffling seed; default 42\n"
+    "  --shuffle on|off     off: global batch i is samples [i*B, (i+1)*B) in file order;\n"
+    "                       on (default): a seeded permutation per epoch\n"
+    "  --test on|off        measure test accuracy after each epoch (default on)\n"
+    "  --log-every N        progress line every N iterations; default 50\n"
+    "  --save FILE          write a checkpoint (safetensors, PyTorch state_dict names) at the end\n"
+    "  --load FILE          start from a checkpoint (saved on any number of ranks)\n"
+    "  --metrics FILE       JSON lines: iteration, epoch, loss, images/s, test accuracy\n"
+    "  --sched NAME         StarPU scheduling policy (lws, eager, prio, dmda, ...)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error.\n";
+
+static int print_rank0(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    if (!r)
+        r = getenv("PMI_RANK");
+    return !r || !strcmp(r, "0");
+}
+
+static int fail(int status, const char *msg)
+{
+    if (print_rank0())
+        fprintf(stderr, "starconv-train: %s\n", msg);
+    return status;
+}
+
+static int parse_long(const char *opt, const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is not an integer in [%ld, %ld]", opt, s, min, max);
+    *out = v;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *s, float min, float *out)
+{
+    char *end;
+    errno = 0;
+    float v = strtof(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < min)
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is not a number >= %g", opt, s, min);
+    *out = v;
+    return 0;
+}
+
+static int parse_onoff(const char *opt, const char *s, int *out)
+{
+    if (!strcmp(s, "on"))
+        *out = 1;
+    else if (!strcmp(s, "off"))
+        *out = 0;
+    else
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is neither on nor off", opt, s);
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct sc_train_opts *o)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, 'm'},   {"data", required_argument, 0, 'd'},
+        {"epochs", required_argument, 0, 'e'},  {"iters", required_argument, 0, 'i'},
+        {"batch", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
+        {"momentum", required_argument, 0, 'M'}, {"weight-decay", required_argument, 0, 'w'},
+        {"seed", required_argument, 0, 's'},    {"shuffle", required_argument, 0, 'S'},
+        {"test", required_argument, 0, 't'},    {"log-every", required_argument, 0, 'L'},
+        {"save", required_argument, 0, 'o'},    {"load", required_argument, 0, 'r'},
+        {"metrics", required_argument, 0, 'j'}, {"sched", required_argument, 0, 'p'},
+        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+    };
+    long v;
+    int c, err = 0;
+    opterr = 0;
+    while (!err && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *name = "";
+        for (const struct option *lo = longopts; lo->name; lo++)
+            if (lo->val == c)
+                name = lo->name;
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'd': o->data = optarg; break;
+        case 'o': o->save = optarg; break;
+        case 'r': o->load = optarg; break;
+        case 'j': o->metrics = optarg; break;
+        case 'p': o->sched = optarg; break;
+        case 'e': err = parse_long(name, optarg, 1, 1000000, &v), o->epochs = (int)v; break;
+        case 'i': err = parse_long(name, optarg, 0, LONG_MAX / 2, &v), o->iters = v; break;
+        case 'b': err = parse_long(name, optarg, 1, 1 << 20, &v), o->batch = (int)v; break;
+        case 's': err = parse_long(name, optarg, 0, LONG_MAX, &v), o->seed = (uint64_t)v; break;
+        case 'L': err = parse_long(name, optarg, 1, 1 << 30, &v), o->log_every = (int)v; break;
+        case 'l': err = parse_float(name, optarg, 0, &o->lr); break;
+        case 'M': err = parse_float(name, optarg, 0, &o->momentum); break;
+        case 'w': err = parse_float(name, optarg, 0, &o->weight_decay); break;
+        case 'S': err = parse_onoff(name, optarg, &o->shuffle); break;
+        case 't': err = parse_onoff(name, optarg, &o->test); break;
+        case 'h': return 1;
+        case ':': err = sc_error(SC_ERR_ARG, "%s needs a value (see --help)", argv[optind - 1]); break;
+        default: err = sc_error(SC_ERR_ARG, "unknown option '%s' (see --help)", argv[optind - 1]); break;
+        }
+    }
+    if (!err && optind < argc)
+        err = sc_error(SC_ERR_ARG, "unexpected argument '%s' (see --help)", argv[optind]);
+    return err;
+}
+
+/* An unwritable output is an error now, not after the training. */
+static int check_writable(const char *opt, const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    int ok = access(dirname(copy), W_OK) == 0;
+    free(copy);
+    return ok ? 0 : sc_error(SC_ERR_IO, "--%s %s: the directory is not writable", opt, path);
+}
+
+static int check_data(const struct sc_net *net, const struct sc_dataset *ds, const char *dir)
+{
+    if (ds->c != net->input.c || ds->h != net->input.h || ds->w != net->input.w)
+        return sc_error(SC_ERR_SHAPE, "%s: samples are %dx%dx%d but the model's input is %dx%dx%d", dir, ds->c,
+                        ds->h, ds->w, net->input.c, net->input.h, net->input.w);
+    if (ds->classes != net->classes)
+        return sc_error(SC_ERR_SHAPE, "%s: %d classes but the model has classes=%d", dir, ds->classes,
+                        net->classes);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct sc_train_opts o;
+    sc_train_opts_default(&o);
+    int err = parse_args(argc, argv, &o);
+    if (err > 0) {
+        if (print_rank0())
+            fputs(usage, stdout);
+        return 0;
+    }
+    if (err)
+        return fail(EXIT_BAD_INPUT, sc_last_error());
+
+    /* Everything that can be wrong with the input is checked before MPI
+     * starts, identically on every rank, so all ranks stop together. */
+    struct sc_net *net = NULL;
+    struct sc_dataset train = {0}, test = {0};
+    struct sc_checkpoint *ck = NULL;
+    if ((err = sc_net_parse(o.model, &net)) || (err = sc_dataset_load_idx(o.data, "train", &train)) ||
+        (err = check_data(net, &train, o.data)) || (err = sc_dataset_load_idx(o.data, "t10k", &test)) ||
+        (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
+        (o.save && (err = check_writable("save", o.save))) ||
+        (o.metrics && (err = check_writable("metrics", o.metrics)))) {
+        int status = err == SC_ERR_NOMEM ? 1 : EXIT_BAD_INPUT;
+        fail(status, sc_last_error());
+        sc_checkpoint_free(net, ck);
+        sc_net_destroy(net);
+        sc_dataset_free(&train);
+        sc_dataset_free(&test);
+        return status;
+    }
+
+    struct sc_runtime rt;
+    if ((err = sc_runtime_init(&argc, &argv, o.sched, &rt)))
+        return fail(err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1, sc_last_error());
+    int status = 0;
+    if ((err = sc_net_setup(net, &rt, o.batch, o.seed))) {
+        status = err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1;
+    } else {
+        if (rt.rank == 0)
+            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d",
+                   o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch);
+        if (ck)
+            err = sc_checkpoint_apply(net, ck);
+        if (!err)
+            err = sc_train_run(&o, &rt, net, &train, &test);
+        if (!err && o.save)
+            err = sc_checkpoint_save(net, &rt, o.save);
+        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? EXIT_BAD_INPUT : 1) : 0;
+    }
+    if (err && rt.rank == 0)
+        fprintf(stderr, "starconv-train: %s\n", sc_last_error());
+    sc_checkpoint_free(net, ck);
+    sc_net_destroy(net);
+    sc_runtime_shutdown(&rt);
+    sc_dataset_free(&train);
+    sc_dataset_free(&test);
+    return status;
+}

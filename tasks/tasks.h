@@ -1,0 +1,52 @@
+/* Task graphs: the only layer that submits tasks and transfers (with the
+ * sc_insert_* wrappers of codelets/).  Nothing here knows of files or flags. */
+#ifndef SC_TASKS_H
+#define SC_TASKS_H
+
+#include <mpi.h>
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include "codelets.h"
+
+/* Tags of StarPU-MPI transfers.  Every rank reserves them in the same order
+ * (plans are built in the same order everywhere), so the numbers agree. */
+int64_t sc_tags_reserve(int64_t count);
+
+/* A ring collective over one vector of floats replicated on every rank of
+ * comm, split into one chunk per rank.  The vector is partitioned with
+ * StarPU's asynchronous partitioning, so that tasks on the chunks and tasks
+ * on the whole vector are ordered by StarPU, not by waits.
+ *
+ * Reduce-scatter: P-1 steps; at step s a rank sends chunk (r-s) to r+1 and
+ * accumulates chunk (r-s-1) received from r-1 (StarPU-MPI moves the chunk).
+ * Afterwards rank r holds the sum of chunk (r+1) mod P, its "owned" chunk.
+ * Allgather: P-1 steps in which each rank forwards the chunk it last got,
+ * received straight into the destination chunk (no copy). */
+struct sc_ring;
+
+/* vec: the vector (n floats) to reduce, registered in main memory. */
+int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const char *name);
+void sc_ring_destroy(struct sc_ring *ring);
+/* Range [*first, *first + *count) of the vector owned by this rank. */
+void sc_ring_owned_range(const struct sc_ring *ring, size_t *first, size_t *count);
+
+/* vec = sum over the ranks of vec.  Non-blocking: submits tasks and transfers. */
+int sc_ring_allreduce_submit(struct sc_ring *ring);
+
+/* The optimizer step of data-parallel training for one layer: reduce-scatter
+ * of the gradient, SGD of the owned chunk of the weights and momentum on its
+ * owner, allgather of the updated weights.  grad is ring's vector; weights and
+ * momentum have the same length.  The momentum outside the owned chunk is not
+ * kept up to date (sc_ring_owned_range says which part is). Non-blocking. */
+struct sc_sgd_sync;
+int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring,
+                       starpu_data_handle_t weights, starpu_data_handle_t momentum);
+void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
+int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
+
+/* Bounded lookahead: block while more than n tasks are submitted and not done. */
+void sc_tasks_throttle(unsigned n);
+/* Wait for every submitted task and transfer of this rank (outside iterations). */
+void sc_tasks_wait_all(MPI_Comm comm);
+
+#endif

@@ -1,0 +1,87 @@
+/* ckpt_compare --show FILE: list the tensors.
+ * ckpt_compare A B [RTOL]: every F32 tensor of A against the same tensor of
+ * B, relative error ||a - b|| / ||b|| per tensor; exit 0 when all are within
+ * RTOL (default 1e-5), 1 otherwise, 2 when a file cannot be read. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "starconv.h"
+
+/* --show: one line per tensor, "name dtype [shape]" and " = value" for an I64 scalar. */
+static int show(const char *path)
+{
+    struct sc_st_file *f;
+    if (sc_st_read(path, &f)) {
+        fprintf(stderr, "ckpt_compare: %s\n", sc_last_error());
+        return 2;
+    }
+    for (int i = 0; i < f->ntensors; i++) {
+        const struct sc_st_tensor *t = &f->tensors[i];
+        printf("%s %s [", t->name, t->dtype);
+        for (int d = 0; d < t->ndim; d++)
+            printf("%s%lld", d ? ", " : "", (long long)t->shape[d]);
+        printf("]");
+        if (!strcmp(t->dtype, "I64") && t->nbytes == 8) {
+            long long v;
+            memcpy(&v, f->data + t->offset, 8);
+            printf(" = %lld", v);
+        }
+        printf("\n");
+    }
+    sc_st_free(f);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 3 && !strcmp(argv[1], "--show"))
+        return show(argv[2]);
+    if (argc < 3 || argc > 4) {
+        fprintf(stderr, "usage: ckpt_compare A.safetensors B.safetensors [rtol]\n");
+        return 2;
+    }
+    double rtol = argc == 4 ? atof(argv[3]) : 1e-5;
+    struct sc_st_file *a, *b;
+    if (sc_st_read(argv[1], &a) || sc_st_read(argv[2], &b)) {
+        fprintf(stderr, "ckpt_compare: %s\n", sc_last_error());
+        return 2;
+    }
+    int bad = 0, compared = 0;
+    double worst = 0;
+    for (int i = 0; i < a->ntensors; i++) {
+        const struct sc_st_tensor *ta = &a->tensors[i], *tb = sc_st_find(b, ta->name);
+        if (!tb || strcmp(ta->dtype, tb->dtype) || ta->nbytes != tb->nbytes) {
+            printf("FAIL %s: missing or different in %s\n", ta->name, argv[2]);
+            bad = 1;
+            continue;
+        }
+        if (strcmp(ta->dtype, "F32")) {
+            if (memcmp(a->data + ta->offset, b->data + tb->offset, ta->nbytes)) {
+                printf("FAIL %s differs\n", ta->name);
+                bad = 1;
+            }
+            continue;
+        }
+        const float *x = (const float *)(a->data + ta->offset), *y = (const float *)(b->data + tb->offset);
+        double diff = 0, norm = 0;
+        for (size_t k = 0; k < ta->nbytes / 4; k++) {
+            diff += ((double)x[k] - y[k]) * ((double)x[k] - y[k]);
+            norm += (double)y[k] * y[k];
+        }
+        double rel = sqrt(diff) / (sqrt(norm) > 1e-30 ? sqrt(norm) : 1.0);
+        if (!(rel <= rtol)) {
+            printf("FAIL %s: relative error %.3e > %.1e\n", ta->name, rel, rtol);
+            bad = 1;
+        }
+        if (rel > worst)
+            worst = rel;
+        compared++;
+    }
+    printf("%s: %d tensors compared, worst relative error %.3e (tolerance %.1e)\n", bad ? "FAIL" : "ok", compared,
+           worst, rtol);
+    sc_st_free(a);
+    sc_st_free(b);
+    return bad || compared == 0;
+}

@@ -1,0 +1,66 @@
+# Bad input: a one-line error naming what and where, exit status 2, no
+# crash, hang or partial file.
+. "$TOP_SRCDIR/tests/common.sh"
+
+# expect NAME PATTERN NP ARGS...: exit status 2, the pattern in the error
+# line, and no checkpoint written.
+expect() {
+  name=$1 pattern=$2 np=$3
+  shift 3
+  rm -f "$WORK/out.safetensors"
+  STARPU_NCPU=1 "$MPIRUN" "$np" "$TRAIN" --save "$WORK/out.safetensors" "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+  rc=$?
+  line=$(grep '^starconv-train: ' "$WORK/stderr")
+  nlines=$(printf '%s\n' "$line" | grep -c .)
+  if [ $rc -eq 2 ] && [ "$nlines" -eq 1 ] && printf '%s\n' "$line" | grep -q -- "$pattern" &&
+    [ ! -e "$WORK/out.safetensors" ]; then
+    ok "$name: $line"
+  else
+    fail "$name: status $rc (want 2), error lines: $nlines, want /$pattern/"
+    cat "$WORK/stderr"
+  fi
+}
+
+cfg() { printf '%s\n' "$@" >"$WORK/m.cfg"; }
+net='[net]
+channels=1
+height=28
+width=28'
+good_tail='[connected]
+output=10
+[softmax]'
+
+m="--model $WORK/m.cfg --data $DATA --iters 1"
+expect "unknown option" "unknown option '--bogus'" 1 --bogus
+expect "bad number option" "--batch: 'abc'" 1 --batch abc
+expect "bad on/off" "--shuffle: 'maybe'" 1 --shuffle maybe
+expect "missing cfg" "nope.cfg" 1 --model "$WORK/nope.cfg" --data "$DATA"
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[dropout]' "$good_tail"
+expect "unknown section" "m.cfg:8: unknown section \[dropout\]" 1 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' 'colour=blue' "$good_tail"
+expect "unknown key" "m.cfg:8: unknown key .colour." 1 $m
+cfg "$net" '[convolutional]' 'filters=four' 'size=3' "$good_tail"
+expect "bad number" "m.cfg:6: bad number 'four'" 1 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=31' "$good_tail"
+expect "kernel larger than input" "m.cfg:5: .convolutional. kernel 31 does not fit" 1 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[connected]' 'output=7' '[softmax]'
+expect "classes mismatch" "classes=10" 1 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' 'activation=tanh' "$good_tail"
+expect "unknown activation" "tanh" 1 $m
+
+L="--model $MODELS/lenet.cfg --iters 1"
+expect "missing data dir" "dataset-fashion-mnist" 1 $L --data "$WORK/nodata"
+mkdir -p "$WORK/bad"
+cp "$DATA"/t10k-* "$WORK/bad/"
+for f in "$DATA"/train-*; do head -c 5000 "$f" >"$WORK/bad/$(basename "$f")"; done
+expect "truncated data file" "train-images" 1 $L --data "$WORK/bad"
+expect "batch not divisible by the ranks" "does not split evenly over 2 ranks" 2 $L --data "$DATA" --batch 5
+expect "unknown scheduler" "unknown scheduling policy 'fastest'.*valid:.*eager" 1 $L --data "$DATA" --sched fastest
+printf 'not a checkpoint at all' >"$WORK/garbage.safetensors"
+expect "garbage checkpoint" "garbage.safetensors" 1 $L --data "$DATA" --load "$WORK/garbage.safetensors"
+expect "missing checkpoint" "absent.safetensors" 1 $L --data "$DATA" --load "$WORK/absent.safetensors"
+STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" --model "$MODELS/wide.cfg" --data "$DATA" --iters 0 --test off \
+  --save "$WORK/wide.safetensors" >/dev/null 2>&1 || fail "saving a wide checkpoint"
+expect "checkpoint of another model" "another model" 1 $L --data "$DATA" --load "$WORK/wide.safetensors"
+expect "unwritable save path" "not writable" 1 $L --data "$DATA" --save /nonexistent/dir/x.safetensors
+finish
