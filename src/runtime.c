@@ -1,6 +1,10 @@
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <starpu.h>
 #include <starpu_mpi.h>
@@ -29,6 +33,94 @@ int sc_runtime_policy_valid(const char *name)
         if (!strcmp((*p)->policy_name, name))
             return 1;
     return 0;
+}
+
+/* ---- CPU workers driven by our own threads ----
+ *
+ * StarPU 1.3 keeps the last awake worker of a scheduling context spinning
+ * when it has nothing to do (with one worker per rank: always), and Debian's
+ * build cannot be told otherwise.  When ranks x workers fill the cores, a
+ * rank waiting for a transfer then spins on a core that the other rank's
+ * worker or the MPI progress thread needs: measured 2 ranks x 1 worker on 2
+ * cores, an idle worker took 88% of a core.  So the CPU drivers are "not
+ * launched" by StarPU but run here: run_once in a loop, and after a short
+ * spin without work, short sleeps that grow up to max_sleep_ns. */
+
+struct driver_thread {
+    struct starpu_driver driver;
+    pthread_t thread;
+};
+
+static struct driver_thread *drivers;
+static int ndrivers;
+static volatile int drivers_stop;
+static long max_sleep_ns = 100000;
+
+static double now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static void *drive_worker(void *arg)
+{
+    struct starpu_driver *d = arg;
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* sleeps of tens of us must be that */
+    starpu_driver_init(d);
+    int idle = 0;
+    long sleep_ns = 0;
+    while (!__atomic_load_n(&drivers_stop, __ATOMIC_ACQUIRE)) {
+        double t0 = now_ns();
+        starpu_driver_run_once(d);
+        /* An idle pass takes about a microsecond; a task, far more. */
+        if (now_ns() - t0 > 20000) {
+            idle = 0;
+            sleep_ns = 0;
+        } else if (++idle > 100) {
+            sleep_ns = sleep_ns ? (2 * sleep_ns < max_sleep_ns ? 2 * sleep_ns : max_sleep_ns) : 5000;
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+        }
+    }
+    starpu_driver_deinit(d);
+    return NULL;
+}
+
+/* CPU workers: STARPU_NCPU if set, else the cores shared among the ranks of
+ * this node. */
+static int cpu_worker_count(void)
+{
+    const char *env = getenv("STARPU_NCPU");
+    if (env && atoi(env) >= 0)
+        return atoi(env);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
+    int per_node = local && atoi(local) > 0 ? atoi(local) : 1;
+    int n = (int)(cores / per_node);
+    return n < 1 ? 1 : n;
+}
+
+static int start_drivers(void)
+{
+    for (int i = 0; i < ndrivers; i++)
+        if (pthread_create(&drivers[i].thread, NULL, drive_worker, &drivers[i].driver)) {
+            __atomic_store_n(&drivers_stop, 1, __ATOMIC_RELEASE);
+            for (int j = 0; j < i; j++)
+                pthread_join(drivers[j].thread, NULL);
+            return sc_error(SC_ERR_RUNTIME, "cannot start the thread of CPU worker %d", i);
+        }
+    return 0;
+}
+
+static void stop_drivers(void)
+{
+    __atomic_store_n(&drivers_stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < ndrivers; i++)
+        pthread_join(drivers[i].thread, NULL);
+    free(drivers);
+    drivers = NULL;
+    ndrivers = 0;
 }
 
 int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt)
@@ -62,17 +154,43 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     starpu_conf_init(&conf);
     if (sched)
         conf.sched_policy_name = sched;
+    ndrivers = cpu_worker_count();
+    if (ndrivers < 1 || ndrivers > STARPU_MAXCPUS) {
+        MPI_Comm_free(&rt->ctl);
+        MPI_Finalize();
+        return sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank", ndrivers,
+                        STARPU_MAXCPUS);
+    }
+    drivers = calloc(ndrivers, sizeof(*drivers));
+    if (!drivers) {
+        MPI_Comm_free(&rt->ctl);
+        MPI_Finalize();
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    }
+    struct starpu_driver list[STARPU_MAXCPUS];
+    for (int i = 0; i < ndrivers; i++)
+        drivers[i].driver = list[i] = (struct starpu_driver){.type = STARPU_CPU_WORKER, .id.cpu_id = (unsigned)i};
+    conf.ncpus = ndrivers;
+    conf.reserve_ncpus = 0;
+    conf.not_launched_drivers = list;
+    conf.n_not_launched_drivers = (unsigned)ndrivers;
+    const char *sleep_env = getenv("SC_IDLE_SLEEP_US");
+    if (sleep_env && atol(sleep_env) >= 0)
+        max_sleep_ns = atol(sleep_env) * 1000;
     int err = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (err) {
+        free(drivers);
         MPI_Comm_free(&rt->ctl);
         MPI_Finalize();
         return sc_error(SC_ERR_RUNTIME, "StarPU-MPI failed to start (error %d)", err);
     }
-    rt->ncpu = (int)starpu_cpu_worker_get_count();
-    if (rt->ncpu < 1) {
-        sc_runtime_shutdown(rt);
-        return sc_error(SC_ERR_RUNTIME, "StarPU started no CPU worker (STARPU_NCPU=0?)");
+    if ((err = start_drivers())) {
+        starpu_mpi_shutdown();
+        MPI_Comm_free(&rt->ctl);
+        MPI_Finalize();
+        return err;
     }
+    rt->ncpu = (int)starpu_cpu_worker_get_count();
     sc_codelets_init();
     return 0;
 }
@@ -82,6 +200,7 @@ void sc_runtime_shutdown(struct sc_runtime *rt)
     starpu_task_wait_for_all();
     starpu_mpi_wait_for_all(rt->comm);
     sc_codelets_shutdown();
+    stop_drivers();
     starpu_mpi_shutdown();
     if (starpu_is_initialized()) /* StarPU-MPI started it; depending on the version it stops it */
         starpu_shutdown();
