@@ -61,7 +61,7 @@ int main(int argc, char **argv)
         MPI_Barrier(rt.ctl);
         double t2 = now();
         sc_ring_allreduce_submit(ring);
-        sc_tasks_wait_all(rt.comm);
+        sc_tasks_wait_data(h);
         double t3 = now();
         if (r >= 0) {
             t_mpi[r] = t1 - t0;
@@ -75,6 +75,7 @@ int main(int argc, char **argv)
         printf("allreduce %zu floats (%.2f MiB) on %d ranks, median of %d: MPI_Allreduce %.3f ms, "
                "starconv ring %.3f ms, ratio %.2f\n",
                n, n * 4.0 / (1 << 20), rt.size, reps, mm * 1e3, ms * 1e3, ms / mm);
+    sc_tasks_wait_all(rt.comm);
     sc_ring_destroy(ring);
     starpu_data_unregister(h);
     free(v), free(m), free(t_mpi), free(t_sc);

@@ -14,14 +14,22 @@ int64_t sc_tags_reserve(int64_t count)
     return first;
 }
 
+/* Each rank's chunk is cut into K segments (K from the chunk size only, so
+ * every rank agrees) so that the transfer of one segment overlaps the
+ * accumulation of the previous one. */
+#define SEGMENT_BYTES (512 << 10)
+#define MAX_SEGMENTS 8
+
 struct sc_ring {
     MPI_Comm comm;
     int rank, size;
-    int64_t tag;                   /* tags tag .. tag + 2*size - 1 */
+    int nseg;                      /* segments per chunk */
+    int64_t tag;                   /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
     starpu_data_handle_t vec;
-    starpu_data_handle_t *chunk;   /* size children of vec */
-    starpu_data_handle_t *recv;    /* reduce-scatter step s receives into recv[s] */
+    starpu_data_handle_t *piece;   /* P*K children of vec: chunk c, segment j is piece c*K + j */
+    starpu_data_handle_t *recv;    /* reduce-scatter step s, segment j receives into recv[s*K + j] */
     float **recv_mem;
+    int nrecv;
     int chain;                     /* fewer elements than ranks: see chain_reduce */
     char name[64];
 };
@@ -37,6 +45,29 @@ static void partition_plan(starpu_data_handle_t vec, int parts, starpu_data_hand
     starpu_data_partition_plan(vec, &f, children);
 }
 
+static int ring_alloc(struct sc_ring *r)
+{
+    int pieces = r->size * r->nseg;
+    r->nrecv = r->chain ? 1 : (r->size - 1) * r->nseg;
+    r->piece = calloc(pieces, sizeof(*r->piece));
+    r->recv = calloc(r->nrecv, sizeof(*r->recv));
+    r->recv_mem = calloc(r->nrecv, sizeof(*r->recv_mem));
+    if (!r->piece || !r->recv || !r->recv_mem)
+        return sc_error(SC_ERR_NOMEM, "out of memory for a collective plan");
+    if (!r->chain)
+        partition_plan(r->vec, pieces, r->piece);
+    for (int i = 0; i < r->nrecv; i++) {
+        /* Step s, segment j receives chunk (r-s-1), segment j. */
+        int s = i / r->nseg, j = i % r->nseg;
+        size_t nx = r->chain ? starpu_vector_get_nx(r->vec)
+                             : starpu_vector_get_nx(r->piece[mod(r->rank - s - 1, r->size) * r->nseg + j]);
+        if (!(r->recv_mem[i] = malloc((nx ? nx : 1) * sizeof(float))))
+            return sc_error(SC_ERR_NOMEM, "out of memory for a receive buffer");
+        starpu_vector_data_register(&r->recv[i], STARPU_MAIN_RAM, (uintptr_t)r->recv_mem[i], nx, sizeof(float));
+    }
+    return 0;
+}
+
 int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const char *name)
 {
     struct sc_ring *r = calloc(1, sizeof(*r));
@@ -47,32 +78,22 @@ int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm
     MPI_Comm_size(comm, &r->size);
     r->vec = vec;
     snprintf(r->name, sizeof(r->name), "%s", name ? name : "vec");
-    r->tag = sc_tags_reserve(2 * r->size);
+    size_t n = starpu_vector_get_nx(vec);
+    size_t chunk_bytes = n / r->size * sizeof(float);
+    r->nseg = (int)(chunk_bytes / SEGMENT_BYTES);
+    r->nseg = r->nseg < 1 ? 1 : r->nseg > MAX_SEGMENTS ? MAX_SEGMENTS : r->nseg;
+    r->tag = sc_tags_reserve(2 * (int64_t)r->size * r->nseg);
     if (r->size == 1) {
         *out = r;
         return 0;
     }
     /* StarPU cannot split n < P elements into P chunks; such tiny vectors
      * take a chain instead of a ring. */
-    r->chain = starpu_vector_get_nx(vec) < (size_t)r->size;
-    r->chunk = calloc(r->size, sizeof(*r->chunk));
-    r->recv = calloc(r->size - 1, sizeof(*r->recv));
-    r->recv_mem = calloc(r->size - 1, sizeof(*r->recv_mem));
-    if (!r->chunk || !r->recv || !r->recv_mem) {
+    r->chain = n < (size_t)r->size;
+    int err = ring_alloc(r);
+    if (err) {
         sc_ring_destroy(r);
-        return sc_error(SC_ERR_NOMEM, "out of memory for a collective plan");
-    }
-    if (!r->chain)
-        partition_plan(vec, r->size, r->chunk);
-    for (int s = 0; s < (r->chain ? 1 : r->size - 1); s++) {
-        size_t nx = r->chain ? starpu_vector_get_nx(vec) : starpu_vector_get_nx(r->chunk[mod(r->rank - s - 1, r->size)]);
-        r->recv_mem[s] = malloc((nx ? nx : 1) * sizeof(float));
-        if (!r->recv_mem[s]) {
-            sc_ring_destroy(r);
-            return sc_error(SC_ERR_NOMEM, "out of memory for a receive buffer");
-        }
-        starpu_vector_data_register(&r->recv[s], STARPU_MAIN_RAM, (uintptr_t)r->recv_mem[s], nx,
-                                    sizeof(float));
+        return err;
     }
     *out = r;
     return 0;
@@ -82,14 +103,14 @@ void sc_ring_destroy(struct sc_ring *r)
 {
     if (!r)
         return;
-    if (r->chunk && r->chunk[0])
-        starpu_data_partition_clean(r->vec, r->size, r->chunk);
-    for (int s = 0; r->recv && s < (r->chain ? 1 : r->size - 1); s++) {
-        if (r->recv[s])
-            starpu_data_unregister(r->recv[s]);
-        free(r->recv_mem[s]);
+    if (r->piece && r->piece[0])
+        starpu_data_partition_clean(r->vec, r->size * r->nseg, r->piece);
+    for (int i = 0; r->recv && i < r->nrecv; i++) {
+        if (r->recv[i])
+            starpu_data_unregister(r->recv[i]);
+        free(r->recv_mem[i]);
     }
-    free(r->chunk);
+    free(r->piece);
     free(r->recv);
     free(r->recv_mem);
     free(r);
@@ -97,17 +118,19 @@ void sc_ring_destroy(struct sc_ring *r)
 
 void sc_ring_owned_range(const struct sc_ring *r, size_t *first, size_t *count)
 {
-    /* starpu_vector_filter_block gives the first n % P chunks one more element. */
-    size_t n = starpu_vector_get_nx(r->vec), p = r->size;
-    if (r->chain) {
+    size_t n = starpu_vector_get_nx(r->vec);
+    if (r->size == 1 || r->chain) {
         *first = 0;
         *count = r->rank == 0 ? n : 0;
         return;
     }
-    size_t c = r->size == 1 ? 0 : (size_t)mod(r->rank + 1, r->size);
-    size_t base = n / p, extra = n % p;
-    *count = base + (c < extra);
-    *first = c * base + (c < extra ? c : extra);
+    /* starpu_vector_filter_block gives the first n % parts pieces one more
+     * element; the owned chunk is pieces [(r+1)K, (r+2)K). */
+    size_t parts = (size_t)r->size * r->nseg, base = n / parts, extra = n % parts;
+    size_t p0 = (size_t)mod(r->rank + 1, r->size) * r->nseg, p1 = p0 + r->nseg;
+    size_t start0 = p0 * base + (p0 < extra ? p0 : extra), start1 = p1 * base + (p1 < extra ? p1 : extra);
+    *first = start0;
+    *count = start1 - start0;
 }
 
 /* StarPU-MPI 1.3's progress thread polls without sleeping while a receive
@@ -135,43 +158,44 @@ static int transfer_failed(const char *what, int err)
     return sc_error(SC_ERR_RUNTIME, "StarPU-MPI refused a %s (error %d)", what, err);
 }
 
-/* Chunk c's tags: reduce-scatter and allgather transfers of one chunk never
- * share a tag, so messages of concurrent collectives cannot be confused. */
+/* Each piece has its own tag in each phase, so messages of one collective
+ * (and of concurrent ones, which have other tags) cannot be confused. */
 static int reduce_scatter(struct sc_ring *r)
 {
-    int p = r->size, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p);
+    int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
     char name[96];
-    for (int s = 0; s < p - 1; s++) {
-        int send_c = mod(me - s, p), recv_c = mod(me - s - 1, p);
-        int err = starpu_mpi_isend_detached(r->chunk[send_c], next, r->tag + send_c, r->comm, NULL, NULL);
-        if (err)
-            return transfer_failed("send", err);
-        if ((err = gate_receive(r->recv[s], r->chunk[recv_c])))
-            return err;
-        err = starpu_mpi_irecv_detached(r->recv[s], prev, r->tag + recv_c, r->comm, NULL, NULL);
-        if (err)
-            return transfer_failed("receive", err);
-        snprintf(name, sizeof(name), "%s.reduce_scatter", r->name);
-        if ((err = sc_insert_accumulate(r->chunk[recv_c], r->recv[s], name)))
-            return err;
-    }
+    snprintf(name, sizeof(name), "%s.reduce_scatter", r->name);
+    for (int s = 0; s < p - 1; s++)
+        for (int j = 0; j < K; j++) {
+            int send = mod(me - s, p) * K + j, recv = mod(me - s - 1, p) * K + j;
+            starpu_data_handle_t buf = r->recv[s * K + j];
+            if ((err = starpu_mpi_isend_detached(r->piece[send], next, r->tag + send, r->comm, NULL, NULL)))
+                return transfer_failed("send", err);
+            if ((err = gate_receive(buf, r->piece[recv])))
+                return err;
+            if ((err = starpu_mpi_irecv_detached(buf, prev, r->tag + recv, r->comm, NULL, NULL)))
+                return transfer_failed("receive", err);
+            if ((err = sc_insert_accumulate(r->piece[recv], buf, name)))
+                return err;
+        }
     return 0;
 }
 
-/* Allgather of the chunks of 'chunks' (a partition of some vector like the
- * ring's), starting from each rank's owned chunk (r+1). */
-static int allgather(struct sc_ring *r, starpu_data_handle_t *chunks)
+/* Allgather of the pieces of 'pieces' (a partition of some vector like the
+ * ring's), starting from each rank's owned chunk (r+1), received straight
+ * into place. */
+static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
 {
-    int p = r->size, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p);
-    for (int s = 0; s < p - 1; s++) {
-        int send_c = mod(me + 1 - s, p), recv_c = mod(me - s, p);
-        int err = starpu_mpi_isend_detached(chunks[send_c], next, r->tag + p + send_c, r->comm, NULL, NULL);
-        if (err)
-            return transfer_failed("send", err);
-        err = starpu_mpi_irecv_detached(chunks[recv_c], prev, r->tag + p + recv_c, r->comm, NULL, NULL);
-        if (err)
-            return transfer_failed("receive", err);
-    }
+    int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
+    int64_t tag = r->tag + (int64_t)p * K;
+    for (int s = 0; s < p - 1; s++)
+        for (int j = 0; j < K; j++) {
+            int send = mod(me + 1 - s, p) * K + j, recv = mod(me - s, p) * K + j;
+            if ((err = starpu_mpi_isend_detached(pieces[send], next, tag + send, r->comm, NULL, NULL)))
+                return transfer_failed("send", err);
+            if ((err = starpu_mpi_irecv_detached(pieces[recv], prev, tag + recv, r->comm, NULL, NULL)))
+                return transfer_failed("receive", err);
+        }
     return 0;
 }
 
@@ -213,18 +237,19 @@ int sc_ring_allreduce_submit(struct sc_ring *r)
         int err = chain_reduce(r);
         return err ? err : chain_broadcast(r, r->vec);
     }
-    starpu_data_partition_submit(r->vec, r->size, r->chunk);
+    int pieces = r->size * r->nseg;
+    starpu_data_partition_submit(r->vec, pieces, r->piece);
     int err = reduce_scatter(r);
     if (!err)
-        err = allgather(r, r->chunk);
-    starpu_data_unpartition_submit(r->vec, r->size, r->chunk, STARPU_MAIN_RAM);
+        err = allgather(r, r->piece);
+    starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
 }
 
 struct sc_sgd_sync {
     struct sc_ring *ring;
     starpu_data_handle_t weights, momentum;
-    starpu_data_handle_t *wchunk, *vchunk;
+    starpu_data_handle_t *wpiece, *vpiece;
     char name[80];
 };
 
@@ -239,14 +264,15 @@ int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *ring, starpu_da
     s->momentum = momentum;
     snprintf(s->name, sizeof(s->name), "%s.sgd", ring->name);
     if (ring->size > 1 && !ring->chain) {
-        s->wchunk = calloc(ring->size, sizeof(*s->wchunk));
-        s->vchunk = calloc(ring->size, sizeof(*s->vchunk));
-        if (!s->wchunk || !s->vchunk) {
+        int pieces = ring->size * ring->nseg;
+        s->wpiece = calloc(pieces, sizeof(*s->wpiece));
+        s->vpiece = calloc(pieces, sizeof(*s->vpiece));
+        if (!s->wpiece || !s->vpiece) {
             sc_sgd_sync_destroy(s);
             return sc_error(SC_ERR_NOMEM, "out of memory for an optimizer plan");
         }
-        partition_plan(weights, ring->size, s->wchunk);
-        partition_plan(momentum, ring->size, s->vchunk);
+        partition_plan(weights, pieces, s->wpiece);
+        partition_plan(momentum, pieces, s->vpiece);
     }
     *out = s;
     return 0;
@@ -256,12 +282,13 @@ void sc_sgd_sync_destroy(struct sc_sgd_sync *s)
 {
     if (!s)
         return;
-    if (s->wchunk && s->wchunk[0])
-        starpu_data_partition_clean(s->weights, s->ring->size, s->wchunk);
-    if (s->vchunk && s->vchunk[0])
-        starpu_data_partition_clean(s->momentum, s->ring->size, s->vchunk);
-    free(s->wchunk);
-    free(s->vchunk);
+    int pieces = s->ring->size * s->ring->nseg;
+    if (s->wpiece && s->wpiece[0])
+        starpu_data_partition_clean(s->weights, pieces, s->wpiece);
+    if (s->vpiece && s->vpiece[0])
+        starpu_data_partition_clean(s->momentum, pieces, s->vpiece);
+    free(s->wpiece);
+    free(s->vpiece);
     free(s);
 }
 
@@ -276,24 +303,30 @@ int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
             err = sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name);
         return err ? err : chain_broadcast(r, s->weights);
     }
-    int p = r->size, own = mod(r->rank + 1, p);
-    starpu_data_partition_submit(r->vec, p, r->chunk);
+    int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg;
+    starpu_data_partition_submit(r->vec, pieces, r->piece);
     int err = reduce_scatter(r);
-    starpu_data_partition_submit(s->weights, p, s->wchunk);
-    starpu_data_partition_submit(s->momentum, p, s->vchunk);
+    starpu_data_partition_submit(s->weights, pieces, s->wpiece);
+    starpu_data_partition_submit(s->momentum, pieces, s->vpiece);
+    for (int j = 0; j < r->nseg && !err; j++)
+        err = sc_insert_sgd(sgd, s->wpiece[own + j], s->vpiece[own + j], r->piece[own + j], s->name);
     if (!err)
-        err = sc_insert_sgd(sgd, s->wchunk[own], s->vchunk[own], r->chunk[own], s->name);
-    if (!err)
-        err = allgather(r, s->wchunk);
-    starpu_data_unpartition_submit(s->momentum, p, s->vchunk, STARPU_MAIN_RAM);
-    starpu_data_unpartition_submit(s->weights, p, s->wchunk, STARPU_MAIN_RAM);
-    starpu_data_unpartition_submit(r->vec, p, r->chunk, STARPU_MAIN_RAM);
+        err = allgather(r, s->wpiece);
+    starpu_data_unpartition_submit(s->momentum, pieces, s->vpiece, STARPU_MAIN_RAM);
+    starpu_data_unpartition_submit(s->weights, pieces, s->wpiece, STARPU_MAIN_RAM);
+    starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
 }
 
 void sc_tasks_throttle(unsigned n)
 {
     starpu_task_wait_for_n_submitted(n);
+}
+
+void sc_tasks_wait_data(starpu_data_handle_t h)
+{
+    starpu_data_acquire(h, STARPU_R);
+    starpu_data_release(h);
 }
 
 void sc_tasks_wait_all(MPI_Comm comm)

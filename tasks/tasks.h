@@ -46,7 +46,11 @@ int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
 
 /* Bounded lookahead: block while more than n tasks are submitted and not done. */
 void sc_tasks_throttle(unsigned n);
-/* Wait for every submitted task and transfer of this rank (outside iterations). */
+/* Wait until the tasks and receives that write h are done (not the sends
+ * that read it): what a blocking collective's return means locally. */
+void sc_tasks_wait_data(starpu_data_handle_t h);
+/* Wait for every submitted task and transfer of this rank (outside iterations);
+ * StarPU-MPI's version of this ends with barriers among the ranks. */
 void sc_tasks_wait_all(MPI_Comm comm);
 
 #endif

@@ -125,7 +125,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_collectives: %s\n", sc_last_error());
         return 1;
     }
-    static const size_t sizes[] = {1, 2, 3, 7, 1000, 1001, 4099, (1 << 18) + 3};
+    static const size_t sizes[] = {1, 2, 3, 7, 1000, 1001, 4099, (1 << 18) + 3, (1 << 20) + 5};
     int bad = 0;
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
         bad |= test_allreduce(&rt, sizes[k]);
