@@ -8,6 +8,7 @@
 
 #include <starpu.h>
 #include <starpu_mpi.h>
+#include "tasks.h"
 
 #include "codelets.h"
 #include "runtime.h"
@@ -54,7 +55,7 @@ struct driver_thread {
 static struct driver_thread *drivers;
 static int ndrivers;
 static volatile int drivers_stop;
-static long max_sleep_ns = 100000;
+static long max_sleep_ns = 200000;
 
 static double now_ns(void)
 {
@@ -63,24 +64,51 @@ static double now_ns(void)
     return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+/* Idle: most of the time a worker is waiting for a transfer, so the
+ * collectives wake the workers when a receive completes (sc_tasks_wake);
+ * the timeout covers the other ways work appears (submissions). */
+static pthread_mutex_t idle_mutex = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
+static unsigned long wake_generation;
+
+static void wake_workers(void)
+{
+    pthread_mutex_lock(&idle_mutex);
+    wake_generation++;
+    pthread_cond_broadcast(&idle_cond);
+    pthread_mutex_unlock(&idle_mutex);
+}
+
+static void wait_for_work(unsigned long *seen, long timeout_ns)
+{
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_nsec += timeout_ns;
+    until.tv_sec += until.tv_nsec / 1000000000L;
+    until.tv_nsec %= 1000000000L;
+    pthread_mutex_lock(&idle_mutex);
+    if (*seen == wake_generation)
+        pthread_cond_timedwait(&idle_cond, &idle_mutex, &until);
+    *seen = wake_generation;
+    pthread_mutex_unlock(&idle_mutex);
+}
+
 static void *drive_worker(void *arg)
 {
     struct starpu_driver *d = arg;
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* sleeps of tens of us must be that */
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* timeouts of tens of us must be that */
     starpu_driver_init(d);
     int idle = 0;
-    long sleep_ns = 0;
+    unsigned long seen = 0;
     while (!__atomic_load_n(&drivers_stop, __ATOMIC_ACQUIRE)) {
         double t0 = now_ns();
         starpu_driver_run_once(d);
         /* An idle pass takes about a microsecond; a task, far more. */
-        if (now_ns() - t0 > 20000) {
+        if (now_ns() - t0 > 20000)
             idle = 0;
-            sleep_ns = 0;
-        } else if (++idle > 100) {
-            sleep_ns = sleep_ns ? (2 * sleep_ns < max_sleep_ns ? 2 * sleep_ns : max_sleep_ns) : 5000;
-            struct timespec ts = {0, sleep_ns};
-            nanosleep(&ts, NULL);
+        else if (++idle > 50) {
+            wait_for_work(&seen, max_sleep_ns);
+            idle = 0; /* a wake-up may precede the task it announces by a little */
         }
     }
     starpu_driver_deinit(d);
@@ -188,6 +216,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
         MPI_Finalize();
         return sc_error(SC_ERR_RUNTIME, "StarPU-MPI failed to start (error %d)", err);
     }
+    sc_tasks_set_wake_hook(wake_workers);
     if ((err = start_drivers())) {
         starpu_mpi_shutdown();
         MPI_Comm_free(&rt->ctl);
@@ -205,6 +234,7 @@ void sc_runtime_shutdown(struct sc_runtime *rt)
     starpu_mpi_wait_for_all(rt->comm);
     sc_codelets_shutdown();
     stop_drivers();
+    sc_tasks_set_wake_hook(NULL);
     starpu_mpi_shutdown();
     if (starpu_is_initialized()) /* StarPU-MPI started it; depending on the version it stops it */
         starpu_shutdown();

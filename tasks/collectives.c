@@ -153,6 +153,20 @@ static int gate_receive(starpu_data_handle_t recv_buffer, starpu_data_handle_t r
     return err ? sc_error(SC_ERR_RUNTIME, "task submission failed (%d)", err) : 0;
 }
 
+static void (*wake_hook)(void);
+
+void sc_tasks_set_wake_hook(void (*fn)(void))
+{
+    wake_hook = fn;
+}
+
+static void received(void *arg)
+{
+    (void)arg;
+    if (wake_hook)
+        wake_hook();
+}
+
 static int transfer_failed(const char *what, int err)
 {
     return sc_error(SC_ERR_RUNTIME, "StarPU-MPI refused a %s (error %d)", what, err);
@@ -173,7 +187,7 @@ static int reduce_scatter(struct sc_ring *r)
                 return transfer_failed("send", err);
             if ((err = gate_receive(buf, r->piece[recv])))
                 return err;
-            if ((err = starpu_mpi_irecv_detached(buf, prev, r->tag + recv, r->comm, NULL, NULL)))
+            if ((err = starpu_mpi_irecv_detached(buf, prev, r->tag + recv, r->comm, received, NULL)))
                 return transfer_failed("receive", err);
             if ((err = sc_insert_accumulate(r->piece[recv], buf, name)))
                 return err;
@@ -193,7 +207,7 @@ static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
             int send = mod(me + 1 - s, p) * K + j, recv = mod(me - s, p) * K + j;
             if ((err = starpu_mpi_isend_detached(pieces[send], next, tag + send, r->comm, NULL, NULL)))
                 return transfer_failed("send", err);
-            if ((err = starpu_mpi_irecv_detached(pieces[recv], prev, tag + recv, r->comm, NULL, NULL)))
+            if ((err = starpu_mpi_irecv_detached(pieces[recv], prev, tag + recv, r->comm, received, NULL)))
                 return transfer_failed("receive", err);
         }
     return 0;
@@ -209,7 +223,7 @@ static int chain_reduce(struct sc_ring *r)
     if (me < r->size - 1) {
         if ((err = gate_receive(r->recv[0], r->vec)))
             return err;
-        if ((err = starpu_mpi_irecv_detached(r->recv[0], me + 1, r->tag, r->comm, NULL, NULL)))
+        if ((err = starpu_mpi_irecv_detached(r->recv[0], me + 1, r->tag, r->comm, received, NULL)))
             return transfer_failed("receive", err);
         if ((err = sc_insert_accumulate(r->vec, r->recv[0], name)))
             return err;
@@ -222,7 +236,7 @@ static int chain_reduce(struct sc_ring *r)
 static int chain_broadcast(struct sc_ring *r, starpu_data_handle_t target)
 {
     int me = r->rank, err;
-    if (me > 0 && (err = starpu_mpi_irecv_detached(target, me - 1, r->tag + 1, r->comm, NULL, NULL)))
+    if (me > 0 && (err = starpu_mpi_irecv_detached(target, me - 1, r->tag + 1, r->comm, received, NULL)))
         return transfer_failed("receive", err);
     if (me < r->size - 1 && (err = starpu_mpi_isend_detached(target, me + 1, r->tag + 1, r->comm, NULL, NULL)))
         return transfer_failed("send", err);

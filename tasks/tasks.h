@@ -44,6 +44,11 @@ int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring,
 void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
 int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
 
+/* fn is called (from StarPU-MPI's thread) whenever a receive of a
+ * collective completes, i.e. when tasks waiting for it may become ready:
+ * the runtime uses it to wake idle workers.  NULL: none. */
+void sc_tasks_set_wake_hook(void (*fn)(void));
+
 /* Bounded lookahead: block while more than n tasks are submitted and not done. */
 void sc_tasks_throttle(unsigned n);
 /* Wait until the tasks and receives that write h are done (not the sends
