@@ -230,8 +230,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
 
 void sc_runtime_shutdown(struct sc_runtime *rt)
 {
-    starpu_task_wait_for_all();
-    starpu_mpi_wait_for_all(rt->comm);
+    sc_tasks_wait_all(rt->comm);
     sc_codelets_shutdown();
     stop_drivers();
     sc_tasks_set_wake_hook(NULL);
