@@ -8,11 +8,11 @@
 
 #include <starpu.h>
 #include <starpu_mpi.h>
-#include "tasks.h"
 
 #include "codelets.h"
 #include "runtime.h"
 #include "starconv.h"
+#include "tasks.h"
 
 const char *sc_runtime_policies(void)
 {
@@ -45,7 +45,7 @@ int sc_runtime_policy_valid(const char *name)
  * worker or the MPI progress thread needs: measured 2 ranks x 1 worker on 2
  * cores, an idle worker took 88% of a core.  So the CPU drivers are "not
  * launched" by StarPU but run here: run_once in a loop, and after a short
- * spin without work, short sleeps that grow up to max_sleep_ns. */
+ * spin without work, a wait for a wake-up (see wait_for_work). */
 
 struct driver_thread {
     struct starpu_driver driver;
@@ -65,8 +65,9 @@ static double now_ns(void)
 }
 
 /* Idle: most of the time a worker is waiting for a transfer, so the
- * collectives wake the workers when a receive completes (sc_tasks_wake);
- * the timeout covers the other ways work appears (submissions). */
+ * collectives wake the workers when a receive completes (the hook given to
+ * sc_tasks_set_wake_hook); the timeout covers the other ways work appears
+ * (submissions). */
 static pthread_mutex_t idle_mutex = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
 static unsigned long wake_generation;
@@ -151,6 +152,14 @@ static void stop_drivers(void)
     ndrivers = 0;
 }
 
+/* Undo MPI's start after a failed init, and return err. */
+static int abandon_init(struct sc_runtime *rt, int err)
+{
+    MPI_Comm_free(&rt->ctl);
+    MPI_Finalize();
+    return err;
+}
+
 int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt)
 {
     int provided;
@@ -176,29 +185,19 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->ctl);
     sc_log_set_rank(rt->rank);
 
-    if (sched && !sc_runtime_policy_valid(sched)) {
-        MPI_Comm_free(&rt->ctl);
-        MPI_Finalize();
-        return sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
-                        sc_runtime_policies());
-    }
+    if (sched && !sc_runtime_policy_valid(sched))
+        return abandon_init(rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
+                                         sc_runtime_policies()));
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     if (sched)
         conf.sched_policy_name = sched;
     ndrivers = cpu_worker_count();
-    if (ndrivers < 1 || ndrivers > STARPU_MAXCPUS) {
-        MPI_Comm_free(&rt->ctl);
-        MPI_Finalize();
-        return sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank", ndrivers,
-                        STARPU_MAXCPUS);
-    }
-    drivers = calloc(ndrivers, sizeof(*drivers));
-    if (!drivers) {
-        MPI_Comm_free(&rt->ctl);
-        MPI_Finalize();
-        return sc_error(SC_ERR_NOMEM, "out of memory");
-    }
+    if (ndrivers < 1 || ndrivers > STARPU_MAXCPUS)
+        return abandon_init(rt, sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank",
+                                         ndrivers, STARPU_MAXCPUS));
+    if (!(drivers = calloc(ndrivers, sizeof(*drivers))))
+        return abandon_init(rt, sc_error(SC_ERR_NOMEM, "out of memory"));
     struct starpu_driver list[STARPU_MAXCPUS];
     for (int i = 0; i < ndrivers; i++)
         drivers[i].driver = list[i] = (struct starpu_driver){.type = STARPU_CPU_WORKER, .id.cpu_id = (unsigned)i};
@@ -212,16 +211,15 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     int err = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (err) {
         free(drivers);
-        MPI_Comm_free(&rt->ctl);
-        MPI_Finalize();
-        return sc_error(SC_ERR_RUNTIME, "StarPU-MPI failed to start (error %d)", err);
+        return abandon_init(rt, sc_error(SC_ERR_RUNTIME, "StarPU-MPI failed to start (error %d)", err));
     }
     sc_tasks_set_wake_hook(wake_workers);
     if ((err = start_drivers())) {
+        free(drivers);
+        drivers = NULL;
+        sc_tasks_set_wake_hook(NULL);
         starpu_mpi_shutdown();
-        MPI_Comm_free(&rt->ctl);
-        MPI_Finalize();
-        return err;
+        return abandon_init(rt, err);
     }
     rt->ncpu = (int)starpu_cpu_worker_get_count();
     sc_codelets_init();

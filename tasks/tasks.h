@@ -21,7 +21,10 @@ int64_t sc_tags_reserve(int64_t count);
  * accumulates chunk (r-s-1) received from r-1 (StarPU-MPI moves the chunk).
  * Afterwards rank r holds the sum of chunk (r+1) mod P, its "owned" chunk.
  * Allgather: P-1 steps in which each rank forwards the chunk it last got,
- * received straight into the destination chunk (no copy). */
+ * received straight into the destination chunk (no copy).  Chunks of more
+ * than 512 KiB travel as segments, so transfers and accumulations pipeline;
+ * a vector shorter than the rank count takes a chain instead (reduce to rank
+ * 0, which owns it all, then broadcast). */
 struct sc_ring;
 
 /* vec: the vector (n floats) to reduce, registered in main memory. */
