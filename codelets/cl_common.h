@@ -69,6 +69,12 @@ static inline int sc_pad_r(int i, int k, int s, int pl, int o)
  * least count elements of elemsize bytes. */
 int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op,
                  const char *what);
+/* Closes the argument list of every wrapper's starpu_task_insert: the
+ * task's name, priority and, while a trace is recorded, its record. */
+#define SC_TASK_ATTRS(name)                                                                                  \
+    STARPU_NAME, (name), STARPU_PRIORITY, sc_task_priority(), STARPU_CALLBACK_WITH_ARG_NFREE,                     \
+        sc_trace_task_callback(), sc_trace_new_rec((name), SC_REC_TASK)
+
 /* Map starpu_task_insert's result to 0 / SC_ERR_RUNTIME. */
 int sc_insert_result(int ret, const char *op);
 

@@ -255,7 +255,7 @@ int sc_insert_conv_fwd(const struct sc_conv_args *a, starpu_data_handle_t x,
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_fwd, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, x, STARPU_R, params, STARPU_W, y,
-                                               STARPU_NAME, name, 0),
+                                               SC_TASK_ATTRS(name), 0),
                             "conv_fwd");
 }
 
@@ -293,7 +293,7 @@ int sc_insert_conv_bwd_data(const struct sc_conv_args *a, starpu_data_handle_t d
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_bwd_data, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, dy, STARPU_R, params, STARPU_W, dx,
-                                               STARPU_NAME, name, 0),
+                                               SC_TASK_ATTRS(name), 0),
                             "conv_bwd_data");
 }
 
@@ -332,6 +332,6 @@ int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_bwd_filter, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, x, STARPU_R, dy, STARPU_W, dparams,
-                                               STARPU_NAME, name, 0),
+                                               SC_TASK_ATTRS(name), 0),
                             "conv_bwd_filter");
 }

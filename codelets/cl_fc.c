@@ -55,7 +55,7 @@ int sc_insert_fc_fwd(const struct sc_fc_args *a, starpu_data_handle_t x, starpu_
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_fc_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_R, params, STARPU_W, y, STARPU_NAME, name, 0),
+                                               STARPU_R, params, STARPU_W, y, SC_TASK_ATTRS(name), 0),
                             "fc_fwd");
 }
 
@@ -91,8 +91,8 @@ int sc_insert_fc_bwd_data(const struct sc_fc_args *a, starpu_data_handle_t dy,
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_fc_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_R,
-                                               dy, STARPU_R, params, STARPU_W, dx, STARPU_NAME, name,
-                                               0),
+                                               dy, STARPU_R, params, STARPU_W, dx,
+                                               SC_TASK_ATTRS(name), 0),
                             "fc_bwd_data");
 }
 
@@ -134,6 +134,6 @@ int sc_insert_fc_bwd_weights(const struct sc_fc_args *a, starpu_data_handle_t x,
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_fc_bwd_weights, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, x, STARPU_R, dy, STARPU_W, dparams,
-                                               STARPU_NAME, name, 0),
+                                               SC_TASK_ATTRS(name), 0),
                             "fc_bwd_weights");
 }

@@ -62,6 +62,6 @@ int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int p
     *a = (struct load_args){images, src_labels, pixels, n};
     memcpy(a->idx, idx, (size_t)n * sizeof(int32_t));
     ret = starpu_task_insert(&cl_load_batch, STARPU_CL_ARGS, a, size, STARPU_W, x, STARPU_W, labels,
-                             STARPU_NAME, name, 0);
+                             SC_TASK_ATTRS(name), 0);
     return sc_insert_result(ret, "load_batch");
 }

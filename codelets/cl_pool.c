@@ -186,7 +186,7 @@ int sc_insert_pool_fwd(const struct sc_pool_args *a, starpu_data_handle_t x, sta
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_pool_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_W, y, STARPU_W, ws, STARPU_NAME, name, 0),
+                                               STARPU_W, y, STARPU_W, ws, SC_TASK_ATTRS(name), 0),
                             "pool_fwd");
 }
 
@@ -218,6 +218,6 @@ int sc_insert_pool_bwd(const struct sc_pool_args *a, starpu_data_handle_t dy, st
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_pool_bwd, STARPU_VALUE, a, sizeof *a, STARPU_R, dy,
-                                               STARPU_R, ws, STARPU_W, dx, STARPU_NAME, name, 0),
+                                               STARPU_R, ws, STARPU_W, dx, SC_TASK_ATTRS(name), 0),
                             "pool_bwd");
 }

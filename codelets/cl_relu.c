@@ -44,6 +44,6 @@ int sc_insert_relu_bwd(int n, starpu_data_handle_t dy, starpu_data_handle_t y, c
         (ret = sc_check_vec(y, n, sizeof(float), "relu_bwd", "y")))
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_relu_bwd, STARPU_VALUE, &n, sizeof n, STARPU_RW, dy,
-                                               STARPU_R, y, STARPU_NAME, name, 0),
+                                               STARPU_R, y, SC_TASK_ATTRS(name), 0),
                             "relu_bwd");
 }

@@ -61,7 +61,7 @@ int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, con
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_accumulate, STARPU_RW, dst, STARPU_R, src,
-                                               STARPU_NAME, name, 0),
+                                               SC_TASK_ATTRS(name), 0),
                             "accumulate");
 }
 
@@ -112,6 +112,6 @@ int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_da
     if ((ret = same_length("sgd", w, "w", v, "v")) || (ret = same_length("sgd", w, "w", g, "g")))
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_sgd, STARPU_VALUE, a, sizeof *a, STARPU_RW, w,
-                                               STARPU_RW, v, STARPU_R, g, STARPU_NAME, name, 0),
+                                               STARPU_RW, v, STARPU_R, g, SC_TASK_ATTRS(name), 0),
                             "sgd");
 }

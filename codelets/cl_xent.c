@@ -88,7 +88,7 @@ int sc_insert_xent(const struct sc_xent_args *a, starpu_data_handle_t logits, st
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_xent, STARPU_VALUE, a, sizeof *a, STARPU_R, logits,
                                                STARPU_R, labels, STARPU_W, dlogits, STARPU_W, stats,
-                                               STARPU_NAME, name, 0),
+                                               SC_TASK_ATTRS(name), 0),
                             "xent");
 }
 
@@ -121,7 +121,7 @@ int sc_insert_xent_eval(const struct sc_xent_args *a, starpu_data_handle_t logit
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_xent_eval, STARPU_VALUE, a, sizeof *a, STARPU_R,
-                                               logits, STARPU_R, labels, STARPU_W, stats, STARPU_NAME,
-                                               name, 0),
+                                               logits, STARPU_R, labels, STARPU_W, stats,
+                                               SC_TASK_ATTRS(name), 0),
                             "xent_eval");
 }

@@ -111,4 +111,39 @@ struct sc_sgd_args {
 int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
                   starpu_data_handle_t g, const char *name);
 
+/* ---- attributes of the tasks the wrappers submit ---- */
+
+/* Priority of the tasks that the calling thread submits from now on,
+ * clamped to the scheduler's range (policies without priorities ignore it). */
+void sc_task_set_priority(int prio);
+int sc_task_priority(void);
+
+/* Trace records.  While recording is on, every task a wrapper submits gets a
+ * record that its completion fills (worker, start and end from StarPU's
+ * profiling), and the task graphs add records for their transfers.  Times
+ * are starpu_timing_now() microseconds; end stays 0 until the task or
+ * transfer is done.  Records never move, so callbacks may hold them. */
+enum sc_rec_kind { SC_REC_TASK, SC_REC_COMM };
+struct sc_trace_rec {
+    char name[64];
+    int64_t iteration;
+    int kind;
+    int worker;              /* StarPU worker id (tasks) */
+    double start, end;
+};
+/* Start recording (or change the iteration the new records belong to). */
+void sc_trace_record_on(int64_t iteration);
+/* The iteration of the records created from now on (no-op when off). */
+void sc_trace_set_iteration(int64_t iteration);
+/* Stop creating records; those of submitted work still complete. */
+void sc_trace_record_off(void);
+/* A new record, or NULL when recording is off (or memory is short). */
+struct sc_trace_rec *sc_trace_new_rec(const char *name, int kind);
+/* The completion callback to give a task with a record (NULL when off). */
+void (*sc_trace_task_callback(void))(void *);
+size_t sc_trace_nrecs(void);
+const struct sc_trace_rec *sc_trace_rec_at(size_t i);
+/* Forget every record (when nothing recorded is in flight). */
+void sc_trace_clear(void);
+
 #endif

@@ -81,10 +81,14 @@ static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
     int err = 0;
     if (p->relu)
         err = sc_insert_relu_bwd(io->n * (int)sc_shape_size(&l->out), io->dy, io->y, p->relu_bwd);
-    if (!err)
-        err = sc_insert_conv_bwd_filter(&a, io->x, io->dy, io->dparams, p->bwd_filter);
     if (!err && io->dx)
         err = sc_insert_conv_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+    if (!err && io->dparams) {
+        int prio = sc_task_priority();
+        sc_task_set_priority(io->grad_priority);
+        err = sc_insert_conv_bwd_filter(&a, io->x, io->dy, io->dparams, p->bwd_filter);
+        sc_task_set_priority(prio);
+    }
     return err;
 }
 

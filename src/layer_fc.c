@@ -65,6 +65,17 @@ static int fc_forward(struct sc_layer *l, const struct sc_tile_io *io)
     return sc_insert_fc_fwd(&a, io->x, io->params, io->y, p->fwd);
 }
 
+static int fc_param_grad(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct fc *p = l->priv;
+    struct sc_fc_args a = fc_args(l, io->n);
+    int prio = sc_task_priority();
+    sc_task_set_priority(io->grad_priority);
+    int err = sc_insert_fc_bwd_weights(&a, io->x, io->dy, io->dparams, p->bwd_weights);
+    sc_task_set_priority(prio);
+    return err;
+}
+
 static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
@@ -72,10 +83,10 @@ static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
     int err = 0;
     if (p->relu)
         err = sc_insert_relu_bwd(io->n * p->output, io->dy, io->y, p->relu_bwd);
-    if (!err)
-        err = sc_insert_fc_bwd_weights(&a, io->x, io->dy, io->dparams, p->bwd_weights);
     if (!err && io->dx)
         err = sc_insert_fc_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+    if (!err && io->dparams)
+        err = fc_param_grad(l, io);
     return err;
 }
 
@@ -87,4 +98,5 @@ const struct sc_layer_ops sc_layer_fc_ops = {
     .init = fc_init,
     .forward = fc_forward,
     .backward = fc_backward,
+    .param_grad = fc_param_grad,
 };

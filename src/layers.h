@@ -32,10 +32,13 @@ struct sc_tile_io {
     starpu_data_handle_t x, y;             /* input, output */
     starpu_data_handle_t dx, dy;           /* their gradients; dx NULL for the first layer */
     starpu_data_handle_t scratch;          /* per-tile scratch (layer's scratch_bytes), or NULL */
-    starpu_data_handle_t params, dparams;  /* dparams: this tile's own partial gradient */
+    starpu_data_handle_t params, dparams;  /* dparams: this tile's own partial gradient; NULL in
+                                            * backward: skip it (see param_grad) */
     starpu_data_handle_t labels, stats;    /* used by the loss layer */
     float loss_scale;                      /* 1 / global batch */
     int train;                             /* 0: forward for evaluation only */
+    int grad_priority;                     /* task priority of the parameter gradient, which is off
+                                            * the critical path of backprop */
 };
 
 struct sc_layer;
@@ -52,6 +55,10 @@ struct sc_layer_ops {
     int (*forward)(struct sc_layer *l, const struct sc_tile_io *io);
     /* Gradients: dx (when not NULL) and dparams (when the layer has parameters). */
     int (*backward)(struct sc_layer *l, const struct sc_tile_io *io);
+    /* Optional (the layers --fc-replicate applies to): the parameter gradient
+     * alone, into dparams (overwritten), from x and a dy that has already
+     * been through the activation's backward (by backward). */
+    int (*param_grad)(struct sc_layer *l, const struct sc_tile_io *io);
 };
 
 struct sc_layer {

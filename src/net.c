@@ -163,21 +163,81 @@ size_t sc_net_nparams(const struct sc_net *net)
     return n;
 }
 
+/* ---- how gradients travel ---- */
+
+void sc_comm_opts_default(struct sc_comm_opts *o)
+{
+    *o = (struct sc_comm_opts){.grad_comm = SC_GRAD_LAYER, .chunk_layers = 1, .bucket_mb = 25,
+                               .fc_replicate = 0, .priorities = 1};
+}
+
+int sc_comm_opts_parse_grad(const char *s, struct sc_comm_opts *o)
+{
+    char *end;
+    if (!strcmp(s, "layer")) {
+        o->grad_comm = SC_GRAD_LAYER;
+    } else if (!strcmp(s, "end")) {
+        o->grad_comm = SC_GRAD_END;
+    } else if (!strncmp(s, "chunks:", 7)) {
+        long k = strtol(s + 7, &end, 10);
+        if (end == s + 7 || *end || k < 1 || k > 1 << 20)
+            return sc_error(SC_ERR_ARG, "--grad-comm %s: K in chunks:K must be a positive integer", s);
+        o->grad_comm = SC_GRAD_CHUNKS;
+        o->chunk_layers = (int)k;
+    } else if (!strncmp(s, "bucket:", 7)) {
+        double mb = strtod(s + 7, &end);
+        if (end == s + 7 || *end || !(mb > 0) || mb > 1e6)
+            return sc_error(SC_ERR_ARG, "--grad-comm %s: MB in bucket:MB must be a positive number", s);
+        o->grad_comm = SC_GRAD_BUCKET;
+        o->bucket_mb = mb;
+    } else {
+        return sc_error(SC_ERR_ARG, "--grad-comm '%s': expected layer, chunks:K, bucket:MB or end", s);
+    }
+    return 0;
+}
+
 /* ---- this rank's share ---- */
 
-struct layer_data {
-    float *w, *v, *g;                /* parameters, momentum, reduced gradient */
-    float **tile_g;                  /* partial gradients of tiles 1.. */
-    starpu_data_handle_t hw, hv, hg, *htile_g;
+/* The parameters, momentum and gradients of the layers that are reduced
+ * together live in one vector per bucket, so that one collective covers
+ * them without copies.  Between collectives the vectors are partitioned
+ * into the layers' slices (StarPU's asynchronous partitioning), which the
+ * layers' tasks use; a collective switches to its own partition. */
+struct bucket {
+    int nlayers, *layer;             /* in backward order */
+    size_t n;
+    float *w, *v, *g;
+    starpu_data_handle_t hw, hv, hg;
+    starpu_data_handle_t *lw, *lg;   /* per-layer slices when nlayers > 1 */
     struct sc_ring *ring;
     struct sc_sgd_sync *sgd;
+    int priority;
+    char name[64];
+};
+
+struct layer_data {
+    float *w, *v, *g;                /* parameters, momentum, reduced gradient (in a bucket, or own) */
+    starpu_data_handle_t hw, hg;     /* the layer's slice of the bucket's, or its own */
+    int bucket;                      /* -1: replicated or no parameters */
+    size_t offset;                   /* in the bucket */
+    float **tile_g;                  /* partial gradients of tiles 1.. */
+    starpu_data_handle_t *htile_g;
     float **y, **dy;                 /* per tile: output and its gradient */
     void **scratch;
     starpu_data_handle_t *hy, *hdy, *hscratch;
+    int grad_priority, comm_priority;
+    /* --fc-replicate: every rank's inputs and errors, the partial gradient
+     * of each (rank, tile), the momentum (whole on every rank) */
+    int replicated;
+    float **xr, **dyr, **pg, *own_v;
+    starpu_data_handle_t *hxr, *hdyr, *hpg, hv;
+    int64_t tag_x, tag_dy;
+    char gather_x[48], gather_dy[48], sgd_name[48], acc_name[48];
 };
 
 struct sc_net_dist {
     struct sc_runtime *rt;
+    struct sc_comm_opts comm;
     int global_batch, local_batch, ntiles, tile_max;
     int *tile_n;                     /* samples per tile for a full batch */
     float **x0;                      /* per tile: input */
@@ -185,7 +245,10 @@ struct sc_net_dist {
     float **stats, **eval_acc;       /* 2 floats each */
     starpu_data_handle_t *hx0, *hlabels, *hstats, *heval_acc;
     struct layer_data *ld;
-    char load_name[16], acc_name[24];
+    struct bucket *buckets;
+    int nbuckets;
+    int critical_priority;
+    char load_name[16], acc_name[24], summary[96];
 };
 
 static int reg_vec(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
@@ -210,10 +273,11 @@ static void unreg_vec(starpu_data_handle_t h, void *mem)
             return sc_error(SC_ERR_NOMEM, "out of memory");                                                       \
     } while (0)
 
-static int setup_layer(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
+static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data *d)
 {
     struct sc_net_dist *D = net->dist;
     int T = D->ntiles, err;
+    d->bucket = -1;
     ALLOC_ARRAY(d->y, T);
     ALLOC_ARRAY(d->dy, T);
     ALLOC_ARRAY(d->scratch, T);
@@ -230,25 +294,199 @@ static int setup_layer(struct sc_net *net, struct sc_layer *l, struct layer_data
         if (l->scratch_bytes && (err = reg_vec(&d->hscratch[t], &d->scratch[t], l->scratch_bytes, 1)))
             return err;
     }
-    if (!l->nparams)
+    if (!l->nparams || d->replicated)
         return 0;
-    if ((err = reg_vec(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
-        (err = reg_vec(&d->hv, (void **)&d->v, l->nparams, sizeof(float))) ||
-        (err = reg_vec(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
-        return err;
-    l->ops->init(l, d->w, seed);
     ALLOC_ARRAY(d->tile_g, T);
     ALLOC_ARRAY(d->htile_g, T);
     for (int t = 1; t < T; t++)
         if ((err = reg_vec(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
             return err;
-    if ((err = sc_ring_create(&d->ring, d->hg, D->rt->comm, l->name)) ||
-        (err = sc_sgd_sync_create(&d->sgd, d->ring, d->hw, d->hv)))
-        return err;
     return 0;
 }
 
-int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed)
+/* A replicated layer keeps whole copies of everything on every rank, plus
+ * room for the other ranks' inputs and errors and one partial gradient per
+ * (rank, tile), summed in the same order everywhere so that every rank
+ * computes the same bits. */
+static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int P = D->rt->size, T = D->ntiles, PT = P * T, err;
+    size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
+    if ((err = reg_vec(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
+        (err = reg_vec(&d->hv, (void **)&d->own_v, l->nparams, sizeof(float))) ||
+        (err = reg_vec(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
+        return err;
+    d->v = d->own_v;
+    l->ops->init(l, d->w, seed);
+    ALLOC_ARRAY(d->xr, PT);
+    ALLOC_ARRAY(d->dyr, PT);
+    ALLOC_ARRAY(d->pg, PT);
+    ALLOC_ARRAY(d->hxr, PT);
+    ALLOC_ARRAY(d->hdyr, PT);
+    ALLOC_ARRAY(d->hpg, PT);
+    for (int i = 0; i < PT; i++) {
+        if (i / T != D->rt->rank && ((err = reg_vec(&d->hxr[i], (void **)&d->xr[i], in, sizeof(float))) ||
+                                     (err = reg_vec(&d->hdyr[i], (void **)&d->dyr[i], out, sizeof(float)))))
+            return err;
+        if (i > 0 && (err = reg_vec(&d->hpg[i], (void **)&d->pg[i], l->nparams, sizeof(float))))
+            return err;
+    }
+    d->hpg[0] = d->hg;
+    d->tag_x = sc_tags_reserve((int64_t)P * T);
+    d->tag_dy = sc_tags_reserve((int64_t)P * T);
+    snprintf(d->gather_x, sizeof(d->gather_x), "%s.act_allgather", l->name);
+    snprintf(d->gather_dy, sizeof(d->gather_dy), "%s.err_allgather", l->name);
+    snprintf(d->sgd_name, sizeof(d->sgd_name), "%s.sgd", l->name);
+    snprintf(d->acc_name, sizeof(d->acc_name), "%s.grad_sum", l->name);
+    return 0;
+}
+
+/* Which layers share a collective: walk the layers with parameters (and no
+ * replication) in backward order and cut buckets by the policy. */
+static int plan_buckets(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    const struct sc_comm_opts *c = &D->comm;
+    int order[net->nlayers], n = 0;
+    for (int l = net->nlayers - 1; l >= 0; l--)
+        if (net->layers[l].nparams && !D->ld[l].replicated)
+            order[n++] = l;
+    ALLOC_ARRAY(D->buckets, n);
+    size_t cap = (size_t)(c->bucket_mb * (1 << 20));
+    for (int i = 0; i < n; i++) {
+        struct bucket *b = D->nbuckets ? &D->buckets[D->nbuckets - 1] : NULL;
+        int fresh = !b;
+        if (b)
+            switch (c->grad_comm) {
+            case SC_GRAD_LAYER: fresh = 1; break;
+            case SC_GRAD_END: fresh = 0; break;
+            case SC_GRAD_CHUNKS: fresh = i == c->chunk_layers; break;
+            case SC_GRAD_BUCKET: fresh = b->n * sizeof(float) >= cap; break;
+            }
+        if (fresh) {
+            b = &D->buckets[D->nbuckets++];
+            ALLOC_ARRAY(b->layer, n);
+        }
+        struct layer_data *d = &D->ld[order[i]];
+        d->bucket = (int)(b - D->buckets);
+        d->offset = b->n;
+        b->layer[b->nlayers++] = order[i];
+        b->n += net->layers[order[i]].nparams;
+    }
+    return 0;
+}
+
+static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int err;
+    const struct sc_layer *lo = &net->layers[b->layer[b->nlayers - 1]], *hi = &net->layers[b->layer[0]];
+    if (b->nlayers == 1)
+        snprintf(b->name, sizeof(b->name), "%s", lo->name);
+    else
+        snprintf(b->name, sizeof(b->name), "%s-%s", lo->name, hi->name);
+    if ((err = reg_vec(&b->hw, (void **)&b->w, b->n, sizeof(float))) ||
+        (err = reg_vec(&b->hv, (void **)&b->v, b->n, sizeof(float))) ||
+        (err = reg_vec(&b->hg, (void **)&b->g, b->n, sizeof(float))))
+        return err;
+    for (int i = 0; i < b->nlayers; i++) {
+        struct sc_layer *l = &net->layers[b->layer[i]];
+        struct layer_data *d = &D->ld[b->layer[i]];
+        d->w = b->w + d->offset;
+        d->v = b->v + d->offset;
+        d->g = b->g + d->offset;
+        l->ops->init(l, d->w, seed);
+    }
+    if ((err = sc_ring_create(&b->ring, b->hg, D->rt->comm, b->name)) ||
+        (err = sc_sgd_sync_create(&b->sgd, b->ring, b->hw, b->hv)))
+        return err;
+    if (b->nlayers == 1) {
+        D->ld[b->layer[0]].hw = b->hw;
+        D->ld[b->layer[0]].hg = b->hg;
+        return 0;
+    }
+    ALLOC_ARRAY(b->lw, b->nlayers);
+    ALLOC_ARRAY(b->lg, b->nlayers);
+    uint32_t sizes[b->nlayers];
+    for (int i = 0; i < b->nlayers; i++)
+        sizes[i] = (uint32_t)net->layers[b->layer[i]].nparams;
+    struct starpu_data_filter f = {
+        .filter_func = starpu_vector_filter_list,
+        .nchildren = (unsigned)b->nlayers,
+        .filter_arg_ptr = sizes,
+    };
+    starpu_data_partition_plan(b->hw, &f, b->lw);
+    starpu_data_partition_plan(b->hg, &f, b->lg);
+    starpu_data_partition_submit(b->hw, b->nlayers, b->lw);
+    starpu_data_partition_submit(b->hg, b->nlayers, b->lg);
+    for (int i = 0; i < b->nlayers; i++) {
+        D->ld[b->layer[i]].hw = b->lw[i];
+        D->ld[b->layer[i]].hg = b->lg[i];
+    }
+    return 0;
+}
+
+/* Priorities from the critical path.  Forward and backward-data tasks form
+ * the chain every later task waits for: highest.  Then, as the next
+ * iteration's forward needs them (from the input), each layer's parameter
+ * gradient and its collective: the gradient above its collective, since
+ * it feeds it, and a layer above the ones after it. */
+static void plan_priorities(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int nparam = 0, j = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        nparam += net->layers[l].nparams > 0;
+    int lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority(), levels = 2 * nparam + 1;
+    /* level k of [0, levels] onto the scheduler's range */
+#define LEVEL(k) (lo + (int)(((long)(k) * (hi - lo) + levels / 2) / (levels ? levels : 1)))
+    D->critical_priority = D->comm.priorities ? LEVEL(levels) : 0;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        if (!net->layers[l].nparams)
+            continue;
+        d->grad_priority = D->comm.priorities ? LEVEL(levels - 1 - 2 * j) : 0;
+        d->comm_priority = D->comm.priorities ? LEVEL(levels - 2 - 2 * j) : 0;
+        j++;
+    }
+#undef LEVEL
+    for (int i = 0; i < D->nbuckets; i++) {
+        struct bucket *b = &D->buckets[i];
+        b->priority = D->ld[b->layer[b->nlayers - 1]].comm_priority;
+    }
+}
+
+static void summarize(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    const struct sc_comm_opts *c = &D->comm;
+    char policy[32];
+    switch (c->grad_comm) {
+    case SC_GRAD_LAYER: snprintf(policy, sizeof(policy), "layer"); break;
+    case SC_GRAD_END: snprintf(policy, sizeof(policy), "end"); break;
+    case SC_GRAD_CHUNKS: snprintf(policy, sizeof(policy), "chunks:%d", c->chunk_layers); break;
+    case SC_GRAD_BUCKET: snprintf(policy, sizeof(policy), "bucket:%g", c->bucket_mb); break;
+    }
+    int nrep = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        nrep += D->ld[l].replicated;
+    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration)%s", policy,
+             D->nbuckets, D->nbuckets == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
+    for (int l = 0; l < net->nlayers; l++)
+        if (D->ld[l].replicated) {
+            size_t len = strlen(D->summary);
+            snprintf(D->summary + len, sizeof(D->summary) - len, " %s", net->layers[l].name);
+        }
+}
+
+const char *sc_net_comm_summary(const struct sc_net *net)
+{
+    return net->dist ? net->dist->summary : "";
+}
+
+int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
+                 const struct sc_comm_opts *comm)
 {
     if (global_batch < rt->size || global_batch % rt->size)
         return sc_error(SC_ERR_ARG, "global batch %d does not split evenly over %d ranks (use a multiple of %d)",
@@ -258,9 +496,16 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return sc_error(SC_ERR_NOMEM, "out of memory");
     net->dist = D;
     D->rt = rt;
+    if (comm)
+        D->comm = *comm;
+    else
+        sc_comm_opts_default(&D->comm);
     D->global_batch = global_batch;
     D->local_batch = global_batch / rt->size;
     D->ntiles = rt->ncpu < D->local_batch ? rt->ncpu : D->local_batch;
+    int replicate = rt->size > 1 ? D->comm.fc_replicate : 0;
+    if (replicate) /* every rank must cut its batch alike: the tiles travel */
+        MPI_Allreduce(MPI_IN_PLACE, &D->ntiles, 1, MPI_INT, MPI_MIN, rt->ctl);
     D->tile_max = (D->local_batch + D->ntiles - 1) / D->ntiles;
     int T = D->ntiles, err;
     ALLOC_ARRAY(D->tile_n, T);
@@ -282,19 +527,32 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             (err = reg_vec(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
             return err;
     ALLOC_ARRAY(D->ld, net->nlayers);
-    for (int i = 0; i < net->nlayers; i++)
-        if ((err = setup_layer(net, &net->layers[i], &D->ld[i], seed)))
+    for (int l = 0; l < net->nlayers && replicate; l++)
+        if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
+            D->ld[l].replicated = 1;
+            replicate--;
+        }
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        if ((err = setup_tiles(net, &net->layers[l], d)) ||
+            (d->replicated && (err = setup_replicated(net, &net->layers[l], d, seed))))
             return err;
-    snprintf(D->load_name, sizeof(D->load_name), "load");
+    }
+    if ((err = plan_buckets(net)))
+        return err;
+    for (int i = 0; i < D->nbuckets; i++)
+        if ((err = setup_bucket(net, &D->buckets[i], seed)))
+            return err;
+    plan_priorities(net);
+    summarize(net);
+    snprintf(D->load_name, sizeof(D->load_name), "input.load");
     snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");
     return 0;
 }
 
 static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
 {
-    int T = D->ntiles;
-    sc_sgd_sync_destroy(d->sgd);
-    sc_ring_destroy(d->ring);
+    int T = D->ntiles, PT = D->rt->size * T;
     for (int t = 0; t < T; t++) {
         if (d->hy)
             unreg_vec(d->hy[t], d->y[t]);
@@ -305,11 +563,40 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
         if (d->htile_g && t > 0)
             unreg_vec(d->htile_g[t], d->tile_g[t]);
     }
-    unreg_vec(d->hw, d->w);
-    unreg_vec(d->hv, d->v);
-    unreg_vec(d->hg, d->g);
+    for (int i = 0; i < PT; i++) {
+        if (d->hxr)
+            unreg_vec(d->hxr[i], d->xr[i]);
+        if (d->hdyr)
+            unreg_vec(d->hdyr[i], d->dyr[i]);
+        if (d->hpg && i > 0)
+            unreg_vec(d->hpg[i], d->pg[i]);
+    }
+    if (d->replicated) {
+        unreg_vec(d->hw, d->w);
+        unreg_vec(d->hv, d->own_v);
+        unreg_vec(d->hg, d->g);
+    }
     free(d->y), free(d->dy), free(d->scratch), free(d->hy), free(d->hdy), free(d->hscratch);
     free(d->tile_g), free(d->htile_g);
+    free(d->xr), free(d->dyr), free(d->pg), free(d->hxr), free(d->hdyr), free(d->hpg);
+}
+
+static void destroy_bucket(struct bucket *b)
+{
+    sc_sgd_sync_destroy(b->sgd);
+    sc_ring_destroy(b->ring);
+    if (b->lw && b->lw[0]) {
+        starpu_data_unpartition_submit(b->hw, b->nlayers, b->lw, STARPU_MAIN_RAM);
+        starpu_data_partition_clean(b->hw, b->nlayers, b->lw);
+    }
+    if (b->lg && b->lg[0]) {
+        starpu_data_unpartition_submit(b->hg, b->nlayers, b->lg, STARPU_MAIN_RAM);
+        starpu_data_partition_clean(b->hg, b->nlayers, b->lg);
+    }
+    unreg_vec(b->hw, b->w);
+    unreg_vec(b->hv, b->v);
+    unreg_vec(b->hg, b->g);
+    free(b->lw), free(b->lg), free(b->layer);
 }
 
 void sc_net_destroy(struct sc_net *net)
@@ -321,6 +608,8 @@ void sc_net_destroy(struct sc_net *net)
         sc_tasks_wait_all(D->rt->comm);
         for (int i = 0; D->ld && i < net->nlayers; i++)
             destroy_layer(D, &D->ld[i]);
+        for (int i = 0; D->buckets && i < D->nbuckets; i++)
+            destroy_bucket(&D->buckets[i]);
         for (int t = 0; t < D->ntiles; t++) {
             if (D->hx0)
                 unreg_vec(D->hx0[t], D->x0[t]);
@@ -332,7 +621,7 @@ void sc_net_destroy(struct sc_net *net)
                 unreg_vec(D->heval_acc[t], D->eval_acc[t]);
         }
         free(D->tile_n), free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
-        free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld);
+        free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld), free(D->buckets);
         free(D);
     }
     for (int i = 0; net->layers && i < net->nlayers; i++)
@@ -355,11 +644,12 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int n, int tr
         .dy = d->hdy[t],
         .scratch = d->hscratch[t],
         .params = d->hw,
-        .dparams = t ? (d->htile_g ? d->htile_g[t] : NULL) : d->hg,
+        .dparams = d->replicated ? NULL : t ? (d->htile_g ? d->htile_g[t] : NULL) : d->hg,
         .labels = D->hlabels[t],
         .stats = D->hstats[t],
         .loss_scale = 1.0f / (float)D->global_batch,
         .train = train,
+        .grad_priority = d->grad_priority,
     };
     return io;
 }
@@ -371,6 +661,7 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
 {
     struct sc_net_dist *D = net->dist;
     int pixels = (int)sc_shape_size(&net->input), err, first = 0;
+    sc_task_set_priority(D->critical_priority);
     for (int t = 0; t < D->ntiles; t++) {
         tile_n[t] = count / D->ntiles + (t < count % D->ntiles);
         if (tile_n[t] && (err = sc_insert_load_batch(ds->images, ds->labels, pixels, tile_n[t], idx + first,
@@ -378,13 +669,70 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
             return err;
         first += tile_n[t];
     }
-    for (int l = 0; l < net->nlayers; l++)
+    for (int l = 0; l < net->nlayers; l++) {
         for (int t = 0; t < D->ntiles; t++) {
             struct sc_tile_io io = tile_io(net, l, t, tile_n[t], train);
             if (tile_n[t] && (err = net->layers[l].ops->forward(&net->layers[l], &io)))
                 return err;
         }
+        struct layer_data *d = &D->ld[l];
+        if (train && d->replicated) {
+            sc_task_set_priority(d->comm_priority);
+            err = sc_tiles_allgather_submit(D->rt->comm, D->ntiles, d->tag_x, l ? D->ld[l - 1].hy : D->hx0,
+                                            d->hxr, d->gather_x);
+            sc_task_set_priority(D->critical_priority);
+            if (err)
+                return err;
+        }
+    }
     return 0;
+}
+
+/* The whole gradient of a replicated layer from every rank's inputs and
+ * errors, then its update, all local. */
+static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *layer = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    int P = D->rt->size, T = D->ntiles, me = D->rt->rank, err;
+    sc_task_set_priority(d->comm_priority);
+    if ((err = sc_tiles_allgather_submit(D->rt->comm, T, d->tag_dy, d->hdy, d->hdyr, d->gather_dy)))
+        return err;
+    for (int q = 0; q < P; q++)
+        for (int t = 0; t < T; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, D->tile_n[t], 1);
+            if (q != me) {
+                io.x = d->hxr[q * T + t];
+                io.dy = d->hdyr[q * T + t];
+            }
+            io.dparams = d->hpg[q * T + t];
+            if ((err = layer->ops->param_grad(layer, &io)))
+                return err;
+        }
+    sc_task_set_priority(d->grad_priority);
+    for (int i = 1; i < P * T; i++)
+        if ((err = sc_insert_accumulate(d->hg, d->hpg[i], d->acc_name)))
+            return err;
+    return sc_insert_sgd(sgd, d->hw, d->hv, d->hg, d->sgd_name);
+}
+
+/* The collective of a bucket, once the gradients of all its layers are
+ * submitted: switch from the layers' slices to the collective's pieces
+ * and back. */
+static int submit_bucket(struct bucket *b, const struct sc_sgd_args *sgd)
+{
+    sc_task_set_priority(b->priority);
+    if (b->lw) {
+        starpu_data_unpartition_submit(b->hg, b->nlayers, b->lg, STARPU_MAIN_RAM);
+        starpu_data_unpartition_submit(b->hw, b->nlayers, b->lw, STARPU_MAIN_RAM);
+    }
+    int err = sc_sgd_sync_submit(b->sgd, sgd);
+    if (b->lw) {
+        starpu_data_partition_submit(b->hw, b->nlayers, b->lw);
+        starpu_data_partition_submit(b->hg, b->nlayers, b->lg);
+    }
+    return err;
 }
 
 int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
@@ -397,6 +745,7 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
     for (int l = net->nlayers - 1; l >= 0; l--) {
         struct sc_layer *layer = &net->layers[l];
         struct layer_data *d = &D->ld[l];
+        sc_task_set_priority(D->critical_priority);
         for (int t = 0; t < D->ntiles; t++) {
             struct sc_tile_io io = tile_io(net, l, t, tile_n[t], 1);
             if ((err = layer->ops->backward(layer, &io)))
@@ -404,12 +753,19 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
         }
         if (!layer->nparams)
             continue;
-        /* Right after the layer's weight gradient, so that its reduction
-         * overlaps the backward pass of the layers below. */
+        if (d->replicated) {
+            if ((err = submit_replicated_grad(net, l, sgd)))
+                return err;
+            continue;
+        }
+        sc_task_set_priority(d->grad_priority);
         for (int t = 1; t < D->ntiles; t++)
             if ((err = sc_insert_accumulate(d->hg, d->htile_g[t], layer->name)))
                 return err;
-        if ((err = sc_sgd_sync_submit(d->sgd, sgd)))
+        /* A bucket's collective right after the gradient of its last layer,
+         * so that it overlaps the backward pass of the layers below. */
+        struct bucket *b = &D->buckets[d->bucket];
+        if (b->layer[b->nlayers - 1] == l && (err = submit_bucket(b, sgd)))
             return err;
     }
     net->iteration++;
@@ -480,6 +836,31 @@ void sc_net_wait(struct sc_net *net)
     sc_tasks_wait_all(net->dist->rt->comm);
 }
 
+/* The range of layer l's momentum that this rank keeps up to date:
+ * [*first, *first + *count) within the layer. */
+static void owned_momentum(struct sc_net *net, int l, size_t *first, size_t *count)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    size_t n = net->layers[l].nparams;
+    if (d->replicated) { /* whole on every rank; rank 0 speaks for them */
+        *first = 0;
+        *count = D->rt->rank == 0 ? n : 0;
+        return;
+    }
+    size_t bf, bc;
+    sc_ring_owned_range(D->buckets[d->bucket].ring, &bf, &bc);
+    size_t lo = bf > d->offset ? bf : d->offset, hi = bf + bc < d->offset + n ? bf + bc : d->offset + n;
+    *first = hi > lo ? lo - d->offset : 0;
+    *count = hi > lo ? hi - lo : 0;
+}
+
+static starpu_data_handle_t momentum_handle(struct sc_net *net, int l)
+{
+    struct layer_data *d = &net->dist->ld[l];
+    return d->replicated ? d->hv : net->dist->buckets[d->bucket].hv;
+}
+
 int sc_net_read_state(struct sc_net *net, float **w, float **v)
 {
     struct sc_net_dist *D = net->dist;
@@ -493,17 +874,18 @@ int sc_net_read_state(struct sc_net *net, float **w, float **v)
         starpu_data_acquire(d->hw, STARPU_R);
         memcpy(w[l], d->w, n * sizeof(float));
         starpu_data_release(d->hw);
-        /* Each rank's owned momentum chunk goes to rank 0. */
-        starpu_data_acquire(d->hv, STARPU_R);
+        /* Each rank's owned momentum range goes to rank 0. */
+        starpu_data_handle_t hv = momentum_handle(net, l);
+        starpu_data_acquire(hv, STARPU_R);
         int counts[rt->size], displs[rt->size];
         size_t first, count;
-        sc_ring_owned_range(d->ring, &first, &count);
+        owned_momentum(net, l, &first, &count);
         int c = (int)count, f = (int)first;
         MPI_Gather(&c, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->ctl);
         MPI_Gather(&f, 1, MPI_INT, displs, 1, MPI_INT, 0, rt->ctl);
         MPI_Gatherv(d->v + first, c, MPI_FLOAT, rt->rank == 0 ? v[l] : NULL, counts, displs, MPI_FLOAT, 0,
                     rt->ctl);
-        starpu_data_release(d->hv);
+        starpu_data_release(hv);
     }
     return 0;
 }
@@ -520,9 +902,10 @@ int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
         starpu_data_acquire(d->hw, STARPU_W);
         memcpy(d->w, w[l], n * sizeof(float));
         starpu_data_release(d->hw);
-        starpu_data_acquire(d->hv, STARPU_W);
+        starpu_data_handle_t hv = momentum_handle(net, l);
+        starpu_data_acquire(hv, STARPU_RW);
         memcpy(d->v, v[l], n * sizeof(float));
-        starpu_data_release(d->hv);
+        starpu_data_release(hv);
     }
     return 0;
 }

@@ -11,6 +11,26 @@
 
 struct sc_net_dist;  /* this rank's share: tiles, handles, collective plans */
 
+/* How gradients travel between the ranks (--grad-comm, --fc-replicate).
+ * Every choice gives the same weights, up to float summation order. */
+enum sc_grad_comm {
+    SC_GRAD_LAYER,   /* one collective per layer, right after its gradient */
+    SC_GRAD_CHUNKS,  /* Lee et al.: the last K layers with parameters, then the rest */
+    SC_GRAD_BUCKET,  /* buckets of at least MB filled in backward order (PyTorch DDP) */
+    SC_GRAD_END,     /* one collective after the whole backward pass */
+};
+struct sc_comm_opts {
+    enum sc_grad_comm grad_comm;
+    int chunk_layers;      /* K of chunks:K */
+    double bucket_mb;      /* MB of bucket:MB */
+    int fc_replicate;      /* Lee et al.: the first F [connected] layers gather their
+                            * inputs and errors and compute the whole gradient */
+    int priorities;        /* 1: task priorities from the critical path */
+};
+void sc_comm_opts_default(struct sc_comm_opts *o);
+/* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */
+int sc_comm_opts_parse_grad(const char *s, struct sc_comm_opts *o);
+
 struct sc_net {
     struct sc_shape input;
     int classes;
@@ -27,8 +47,12 @@ size_t sc_net_nparams(const struct sc_net *net);
 
 /* Split the global batch over the ranks of rt (it must divide evenly) and
  * the local batch into one tile per CPU worker; allocate and register the
- * tiles, initialize the parameters from seed. */
-int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed);
+ * tiles, initialize the parameters from seed, plan the gradient
+ * communication (comm: NULL for the defaults). */
+int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
+                 const struct sc_comm_opts *comm);
+/* "layer", "chunks:2 (2 collectives)", ...: what the plan turned out to be. */
+const char *sc_net_comm_summary(const struct sc_net *net);
 void sc_net_destroy(struct sc_net *net);
 
 /* Submit one training iteration on global batch idx[0 .. global_batch) of ds:

@@ -5,6 +5,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "trace_run.h"
 #include "train.h"
 
 void sc_train_opts_default(struct sc_train_opts *o)
@@ -22,6 +23,7 @@ void sc_train_opts_default(struct sc_train_opts *o)
     o->shuffle = 1;
     o->test = 1;
     o->log_every = 50;
+    sc_comm_opts_default(&o->comm);
 }
 
 static double now(void)
@@ -106,6 +108,38 @@ static void report_test(struct progress *p, int epoch, long it, double acc, doub
     }
 }
 
+/* Sync point, collective: stop the trace of iterations first..last, write
+ * it and print the report on rank 0. */
+static int finish_trace(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc_net *net,
+                        struct progress *p, long first, long last)
+{
+    sc_net_wait(net);
+    struct sc_trace t;
+    int err = sc_trace_run_stop(rt, &t);
+    if (err)
+        return err;
+    if (rt->rank == 0) {
+        t.first_iteration = first;
+        t.last_iteration = last;
+        t.global_batch = o->batch;
+        snprintf(t.model, sizeof(t.model), "%s", o->model);
+        if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
+            fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
+                    first, last, t.n, o->trace);
+        struct sc_overlap *ov = calloc(t.ranks, sizeof(*ov));
+        if (!err && o->report && !ov)
+            err = sc_error(SC_ERR_NOMEM, "out of memory");
+        if (!err && o->report && !(err = sc_trace_analyze(&t, ov))) {
+            fputs(p->tty ? "\r\033[K" : "", stderr);
+            sc_trace_print_report(&t, ov, stdout);
+            fflush(stdout);
+        }
+        free(ov);
+    }
+    sc_trace_free(&t);
+    return sc_runtime_agree(rt, err);
+}
+
 int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc_net *net,
                  const struct sc_dataset *train, const struct sc_dataset *test)
 {
@@ -127,15 +161,29 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
     struct sc_sgd_args sgd = {o->lr, o->momentum, o->weight_decay};
     double acc = -1, test_loss = 0;
     long done = 0;
-    int err = 0;
+    int err = 0, trace_wanted = (o->trace || o->report) && o->trace_first > 0, tracing = 0;
     for (int epoch = 0; epoch < o->epochs && done < total && !err; epoch++) {
         epoch_order(order, train->n, o->shuffle, o->seed, epoch);
         double t0 = now(), last_t = t0;
         long last_done = done, it_epoch = 0;
         for (; it_epoch < per_epoch && done < total; it_epoch++) {
+            if (trace_wanted && done + 1 == o->trace_first) {
+                /* Drained before and after, so the traced iterations are
+                 * all there is in the picture. */
+                sc_net_wait(net);
+                sc_trace_run_start(rt, done + 1);
+                tracing = 1;
+            }
+            if (tracing)
+                sc_trace_run_iteration(done + 1);
             if ((err = sc_net_train_batch(net, train, order + it_epoch * o->batch, &sgd)))
                 break;
             done++;
+            if (tracing && done == o->trace_last) {
+                tracing = 0;
+                if ((err = finish_trace(o, rt, net, &p, o->trace_first, done)))
+                    break;
+            }
             if (done % o->log_every == 0 || done == total || it_epoch + 1 == per_epoch) {
                 double loss = sc_net_last_loss(net), t = now();
                 double rate = (done - last_done) * o->batch / (t - last_t);
@@ -144,6 +192,10 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 last_t = t;
                 last_done = done;
             }
+        }
+        if (tracing && !err) { /* the trace stops at the end of an epoch, before the evaluation */
+            tracing = 0;
+            err = finish_trace(o, rt, net, &p, o->trace_first, done);
         }
         sc_net_wait(net);
         p.train_time += now() - t0;

@@ -31,6 +31,10 @@ struct sc_train_opts {
     int shuffle;
     int test;              /* evaluate on the test set */
     int log_every;
+    struct sc_comm_opts comm;
+    const char *trace;     /* Chrome trace file, or NULL */
+    long trace_first, trace_last;  /* traced iterations (from 1); 0: none */
+    int report;            /* print the overlap report */
 };
 
 void sc_train_opts_default(struct sc_train_opts *o);

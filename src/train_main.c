@@ -35,7 +35,26 @@ static const char usage[] =
     "  --save FILE          write a checkpoint (safetensors, PyTorch state_dict names) at the end\n"
     "  --load FILE          start from a checkpoint (saved on any number of ranks)\n"
     "  --metrics FILE       JSON lines: iteration, epoch, loss, images/s, test accuracy\n"
-    "  --sched NAME         StarPU scheduling policy (lws, eager, prio, dmda, ...)\n"
+    "  --sched NAME         StarPU scheduling policy (lws, eager, prio, dmda, ...; --list-sched)\n"
+    "  --list-sched         print the valid policy names and stop\n"
+    "\n"
+    "How gradients travel (all give the same weights):\n"
+    "  --grad-comm POLICY   layer (default): one collective per layer, right after its gradient;\n"
+    "                       chunks:K: one over the last K layers with parameters as soon as\n"
+    "                       they exist, one over the rest after backprop (Lee et al.);\n"
+    "                       bucket:MB: buckets of at least MB megabytes in backward order\n"
+    "                       (PyTorch DDP uses 25); end: one collective after backprop\n"
+    "  --fc-replicate F     the first F [connected] layers gather their inputs and errors\n"
+    "                       from all ranks and compute the whole weight gradient on each,\n"
+    "                       instead of reducing it (Lee et al.); default 0\n"
+    "  --priorities on|off  task priorities from the critical path (default on)\n"
+    "\n"
+    "Seeing the overlap:\n"
+    "  --trace FILE         Chrome trace-event JSON of the traced iterations (Perfetto,\n"
+    "                       chrome://tracing; starconv-report FILE --svg OUT.svg draws it)\n"
+    "  --trace-iters A:B    the traced iterations, from 1; default the 10 up to iteration 15\n"
+    "  --report             per rank: compute, communication, exposed communication,\n"
+    "                       overlap ratio, idle time and images/s over the traced iterations\n"
     "  -h, --help           this text\n"
     "\n"
     "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error.\n";
@@ -88,6 +107,18 @@ static int parse_onoff(const char *opt, const char *s, int *out)
     return 0;
 }
 
+static int parse_range(const char *opt, const char *s, long *first, long *last)
+{
+    char *end, *end2;
+    errno = 0;
+    long a = strtol(s, &end, 10), b = *end == ':' ? strtol(end + 1, &end2, 10) : 0;
+    if (errno || end == s || *end != ':' || end2 == end + 1 || *end2 || a < 1 || b < a || b > LONG_MAX / 4)
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is not A:B with 1 <= A <= B", opt, s);
+    *first = a;
+    *last = b;
+    return 0;
+}
+
 static int parse_args(int argc, char **argv, struct sc_train_opts *o)
 {
     static const struct option longopts[] = {
@@ -99,6 +130,10 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"test", required_argument, 0, 't'},    {"log-every", required_argument, 0, 'L'},
         {"save", required_argument, 0, 'o'},    {"load", required_argument, 0, 'r'},
         {"metrics", required_argument, 0, 'j'}, {"sched", required_argument, 0, 'p'},
+        {"grad-comm", required_argument, 0, 'g'}, {"fc-replicate", required_argument, 0, 'F'},
+        {"priorities", required_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'},
+        {"trace-iters", required_argument, 0, 'I'}, {"report", no_argument, 0, 'R'},
+        {"list-sched", no_argument, 0, 'Q'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     long v;
@@ -115,7 +150,19 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         case 'o': o->save = optarg; break;
         case 'r': o->load = optarg; break;
         case 'j': o->metrics = optarg; break;
-        case 'p': o->sched = optarg; break;
+        case 'p':
+            o->sched = optarg;
+            if (!sc_runtime_policy_valid(optarg))
+                err = sc_error(SC_ERR_ARG, "--sched: unknown scheduling policy '%s' (valid: %s)", optarg,
+                               sc_runtime_policies());
+            break;
+        case 'g': err = sc_comm_opts_parse_grad(optarg, &o->comm); break;
+        case 'F': err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
+        case 'P': err = parse_onoff(name, optarg, &o->comm.priorities); break;
+        case 'T': o->trace = optarg; break;
+        case 'I': err = parse_range(name, optarg, &o->trace_first, &o->trace_last); break;
+        case 'R': o->report = 1; break;
+        case 'Q': return 2;
         case 'e': err = parse_long(name, optarg, 1, 1000000, &v), o->epochs = (int)v; break;
         case 'i': err = parse_long(name, optarg, 0, LONG_MAX / 2, &v), o->iters = v; break;
         case 'b': err = parse_long(name, optarg, 1, 1 << 20, &v), o->batch = (int)v; break;
@@ -147,6 +194,27 @@ static int check_writable(const char *opt, const char *path)
     return ok ? 0 : sc_error(SC_ERR_IO, "--%s %s: the directory is not writable", opt, path);
 }
 
+/* The traced iterations must exist; the default range shrinks to fit. */
+static int check_trace_range(struct sc_train_opts *o, int nsamples)
+{
+    long total = (long)o->epochs * (nsamples / o->batch);
+    if (o->iters >= 0 && o->iters < total)
+        total = o->iters;
+    if (!o->trace && !o->report)
+        return 0;
+    if (o->trace_first > 0) {
+        if (o->trace_last > total)
+            return sc_error(SC_ERR_ARG, "--trace-iters %ld:%ld: the run has %ld iterations", o->trace_first,
+                            o->trace_last, total);
+        return 0;
+    }
+    if (total < 1)
+        return sc_error(SC_ERR_ARG, "--trace/--report: the run has no iterations to trace");
+    o->trace_last = total < 15 ? total : 15;
+    o->trace_first = o->trace_last > 10 ? o->trace_last - 9 : 1;
+    return 0;
+}
+
 static int check_data(const struct sc_net *net, const struct sc_dataset *ds, const char *dir)
 {
     if (ds->c != net->input.c || ds->h != net->input.h || ds->w != net->input.w)
@@ -164,8 +232,12 @@ int main(int argc, char **argv)
     sc_train_opts_default(&o);
     int err = parse_args(argc, argv, &o);
     if (err > 0) {
-        if (print_rank0())
-            fputs(usage, stdout);
+        if (print_rank0()) {
+            if (err == 2)
+                printf("%s\n", sc_runtime_policies());
+            else
+                fputs(usage, stdout);
+        }
         return 0;
     }
     if (err)
@@ -180,7 +252,8 @@ int main(int argc, char **argv)
         (err = check_data(net, &train, o.data)) || (err = sc_dataset_load_idx(o.data, "t10k", &test)) ||
         (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
         (o.save && (err = check_writable("save", o.save))) ||
-        (o.metrics && (err = check_writable("metrics", o.metrics)))) {
+        (o.metrics && (err = check_writable("metrics", o.metrics))) ||
+        (o.trace && (err = check_writable("trace", o.trace))) || (err = check_trace_range(&o, train.n))) {
         int status = err == SC_ERR_NOMEM ? 1 : EXIT_BAD_INPUT;
         fail(status, sc_last_error());
         sc_checkpoint_free(net, ck);
@@ -194,12 +267,12 @@ int main(int argc, char **argv)
     if ((err = sc_runtime_init(&argc, &argv, o.sched, &rt)))
         return fail(err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1, sc_last_error());
     int status = 0;
-    if ((err = sc_net_setup(net, &rt, o.batch, o.seed))) {
+    if ((err = sc_net_setup(net, &rt, o.batch, o.seed, &o.comm))) {
         status = err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1;
     } else {
         if (rt.rank == 0)
-            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d",
-                   o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch);
+            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s",
+                   o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net));
         if (ck)
             err = sc_checkpoint_apply(net, ck);
         if (!err)

@@ -32,6 +32,8 @@ struct sc_ring {
     int nrecv;
     int chain;                     /* fewer elements than ranks: see chain_reduce */
     char name[64];
+    char comm_name[80];            /* of its transfers, in traces */
+    char acc_name[80];             /* of its accumulate tasks (StarPU keeps the pointer) */
 };
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
@@ -78,6 +80,8 @@ int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm
     MPI_Comm_size(comm, &r->size);
     r->vec = vec;
     snprintf(r->name, sizeof(r->name), "%s", name ? name : "vec");
+    snprintf(r->comm_name, sizeof(r->comm_name), "%s.grad_allreduce", r->name);
+    snprintf(r->acc_name, sizeof(r->acc_name), "%s.reduce_scatter", r->name);
     size_t n = starpu_vector_get_nx(vec);
     size_t chunk_bytes = n / r->size * sizeof(float);
     r->nseg = (int)(chunk_bytes / SEGMENT_BYTES);
@@ -160,9 +164,32 @@ void sc_tasks_set_wake_hook(void (*fn)(void))
     wake_hook = fn;
 }
 
+/* ---- transfers, with trace records while a trace is recorded ----
+ *
+ * A transfer's record spans from the moment StarPU-MPI can post it (its
+ * buffer is ready: a no-op task on the buffer marks that moment) to its
+ * completion callback. */
+
+static struct starpu_codelet cl_ready_r = {
+    .where = STARPU_NOWHERE, .nbuffers = 1, .modes = {STARPU_R}, .name = "transfer_ready"};
+static struct starpu_codelet cl_ready_w = {
+    .where = STARPU_NOWHERE, .nbuffers = 1, .modes = {STARPU_W}, .name = "transfer_ready"};
+
+static void transfer_posted(void *arg)
+{
+    ((struct sc_trace_rec *)arg)->start = starpu_timing_now();
+}
+
+static void sent(void *arg)
+{
+    if (arg)
+        ((struct sc_trace_rec *)arg)->end = starpu_timing_now();
+}
+
 static void received(void *arg)
 {
-    (void)arg;
+    if (arg)
+        ((struct sc_trace_rec *)arg)->end = starpu_timing_now();
     if (wake_hook)
         wake_hook();
 }
@@ -172,24 +199,44 @@ static int transfer_failed(const char *what, int err)
     return sc_error(SC_ERR_RUNTIME, "StarPU-MPI refused a %s (error %d)", what, err);
 }
 
+static struct sc_trace_rec *transfer_record(struct starpu_codelet *ready, starpu_data_handle_t h,
+                                            const char *name)
+{
+    struct sc_trace_rec *rec = sc_trace_new_rec(name, SC_REC_COMM);
+    if (rec && starpu_task_insert(ready, ready->modes[0], h, STARPU_CALLBACK_WITH_ARG_NFREE, transfer_posted, rec,
+                                  0))
+        rec->start = -1; /* no start: dropped when collected */
+    return rec;
+}
+
+static int send_piece(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm, const char *name)
+{
+    struct sc_trace_rec *rec = transfer_record(&cl_ready_r, h, name);
+    int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_priority(), comm, sent, rec);
+    return err ? transfer_failed("send", err) : 0;
+}
+
+static int recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, const char *name)
+{
+    struct sc_trace_rec *rec = transfer_record(&cl_ready_w, h, name);
+    int err = starpu_mpi_irecv_detached(h, src, tag, comm, received, rec);
+    return err ? transfer_failed("receive", err) : 0;
+}
+
 /* Each piece has its own tag in each phase, so messages of one collective
  * (and of concurrent ones, which have other tags) cannot be confused. */
 static int reduce_scatter(struct sc_ring *r)
 {
     int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
-    char name[96];
-    snprintf(name, sizeof(name), "%s.reduce_scatter", r->name);
     for (int s = 0; s < p - 1; s++)
         for (int j = 0; j < K; j++) {
-            int send = mod(me - s, p) * K + j, recv = mod(me - s - 1, p) * K + j;
+            int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
-            if ((err = starpu_mpi_isend_detached(r->piece[send], next, r->tag + send, r->comm, NULL, NULL)))
-                return transfer_failed("send", err);
-            if ((err = gate_receive(buf, r->piece[recv])))
+            if ((err = send_piece(r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
+                (err = gate_receive(buf, r->piece[from])) ||
+                (err = recv_piece(buf, prev, r->tag + from, r->comm, r->comm_name)))
                 return err;
-            if ((err = starpu_mpi_irecv_detached(buf, prev, r->tag + recv, r->comm, received, NULL)))
-                return transfer_failed("receive", err);
-            if ((err = sc_insert_accumulate(r->piece[recv], buf, name)))
+            if ((err = sc_insert_accumulate(r->piece[from], buf, r->acc_name)))
                 return err;
         }
     return 0;
@@ -204,11 +251,13 @@ static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
     int64_t tag = r->tag + (int64_t)p * K;
     for (int s = 0; s < p - 1; s++)
         for (int j = 0; j < K; j++) {
-            int send = mod(me + 1 - s, p) * K + j, recv = mod(me - s, p) * K + j;
-            if ((err = starpu_mpi_isend_detached(pieces[send], next, tag + send, r->comm, NULL, NULL)))
-                return transfer_failed("send", err);
-            if ((err = starpu_mpi_irecv_detached(pieces[recv], prev, tag + recv, r->comm, received, NULL)))
-                return transfer_failed("receive", err);
+            int to = mod(me + 1 - s, p) * K + j, from = mod(me - s, p) * K + j, own = mod(me + 1, p) * K + j;
+            /* Posted when our own chunk is final, as the peers' are then
+             * due too (see gate_receive). */
+            if ((err = send_piece(pieces[to], next, tag + to, r->comm, r->comm_name)) ||
+                (err = gate_receive(pieces[from], pieces[own])) ||
+                (err = recv_piece(pieces[from], prev, tag + from, r->comm, r->comm_name)))
+                return err;
         }
     return 0;
 }
@@ -218,29 +267,23 @@ static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
 static int chain_reduce(struct sc_ring *r)
 {
     int me = r->rank, err;
-    char name[96];
-    snprintf(name, sizeof(name), "%s.reduce", r->name);
     if (me < r->size - 1) {
         if ((err = gate_receive(r->recv[0], r->vec)))
             return err;
-        if ((err = starpu_mpi_irecv_detached(r->recv[0], me + 1, r->tag, r->comm, received, NULL)))
-            return transfer_failed("receive", err);
-        if ((err = sc_insert_accumulate(r->vec, r->recv[0], name)))
+        if ((err = recv_piece(r->recv[0], me + 1, r->tag, r->comm, r->comm_name)))
+            return err;
+        if ((err = sc_insert_accumulate(r->vec, r->recv[0], r->acc_name)))
             return err;
     }
-    if (me > 0 && (err = starpu_mpi_isend_detached(r->vec, me - 1, r->tag, r->comm, NULL, NULL)))
-        return transfer_failed("send", err);
-    return 0;
+    return me > 0 ? send_piece(r->vec, me - 1, r->tag, r->comm, r->comm_name) : 0;
 }
 
 static int chain_broadcast(struct sc_ring *r, starpu_data_handle_t target)
 {
     int me = r->rank, err;
-    if (me > 0 && (err = starpu_mpi_irecv_detached(target, me - 1, r->tag + 1, r->comm, received, NULL)))
-        return transfer_failed("receive", err);
-    if (me < r->size - 1 && (err = starpu_mpi_isend_detached(target, me + 1, r->tag + 1, r->comm, NULL, NULL)))
-        return transfer_failed("send", err);
-    return 0;
+    if (me > 0 && (err = recv_piece(target, me - 1, r->tag + 1, r->comm, r->comm_name)))
+        return err;
+    return me < r->size - 1 ? send_piece(target, me + 1, r->tag + 1, r->comm, r->comm_name) : 0;
 }
 
 int sc_ring_allreduce_submit(struct sc_ring *r)
@@ -330,6 +373,26 @@ int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
     starpu_data_unpartition_submit(s->weights, pieces, s->wpiece, STARPU_MAIN_RAM);
     starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
+}
+
+int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,
+                              starpu_data_handle_t *remote, const char *name)
+{
+    int me, p, err;
+    MPI_Comm_rank(comm, &me);
+    MPI_Comm_size(comm, &p);
+    for (int t = 0; t < ntiles; t++)
+        for (int k = 1; k < p; k++) {
+            /* Rank me+k gets our tile first from rank me, and so on: the
+             * pairs of a step are distinct, so no rank is sent to by all. */
+            int to = mod(me + k, p), from = mod(me - k, p);
+            starpu_data_handle_t buf = remote[from * ntiles + t];
+            if ((err = send_piece(local[t], to, tag + (int64_t)me * ntiles + t, comm, name)) ||
+                (err = gate_receive(buf, local[t])) ||
+                (err = recv_piece(buf, from, tag + (int64_t)from * ntiles + t, comm, name)))
+                return err;
+        }
+    return 0;
 }
 
 void sc_tasks_throttle(unsigned n)

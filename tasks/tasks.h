@@ -47,6 +47,15 @@ int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring,
 void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
 int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
 
+/* Allgather of per-tile buffers over comm: every rank sends its ntiles
+ * tiles local[t] to every other rank, and rank q's tile t arrives in
+ * remote[q * ntiles + t] (this rank's own entries are not used).  All
+ * buffers have the same size on every rank.  Uses tags [tag, tag + P *
+ * ntiles).  Each receive is posted once local[t] is ready, since the
+ * peers' tiles are due then too.  Non-blocking. */
+int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,
+                              starpu_data_handle_t *remote, const char *name);
+
 /* fn is called (from StarPU-MPI's thread) whenever a receive of a
  * collective completes, i.e. when tasks waiting for it may become ready:
  * the runtime uses it to wake idle workers.  NULL: none. */

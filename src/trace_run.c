@@ -1,0 +1,94 @@
+/* Recording a trace of some iterations on every rank and gathering it on
+ * rank 0, from the records the task wrappers and collectives fill. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+#include <starpu.h>
+
+#include "codelets.h"
+#include "starconv.h"
+#include "trace_run.h"
+
+static double origin;
+
+void sc_trace_run_start(struct sc_runtime *rt, int64_t first_iteration)
+{
+    sc_trace_clear();
+    /* One origin for all ranks, up to the skew of leaving a barrier. */
+    MPI_Barrier(rt->ctl);
+    origin = starpu_timing_now();
+    sc_trace_record_on(first_iteration);
+}
+
+void sc_trace_run_iteration(int64_t iteration)
+{
+    sc_trace_set_iteration(iteration);
+}
+
+static size_t local_events(struct sc_runtime *rt, struct sc_trace_event *ev)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < sc_trace_nrecs(); i++) {
+        const struct sc_trace_rec *r = sc_trace_rec_at(i);
+        if (r->end <= 0 || r->start <= 0)
+            continue; /* not run, or a transfer whose start was not seen */
+        struct sc_trace_event *e = &ev[n++];
+        memset(e, 0, sizeof(*e));
+        snprintf(e->name, sizeof(e->name), "%s", r->name);
+        e->rank = rt->rank;
+        e->iteration = r->iteration;
+        /* A transfer may complete before its "ready" marker's callback ran. */
+        double start = r->start < r->end ? r->start : r->end;
+        e->start = start - origin;
+        e->end = r->end - origin;
+        if (r->kind == SC_REC_COMM)
+            e->lane = SC_TRACE_LANE_COMM;
+        else
+            e->lane = r->worker >= 0 && r->worker < rt->ncpu ? r->worker : 0;
+    }
+    return n;
+}
+
+int sc_trace_run_stop(struct sc_runtime *rt, struct sc_trace *out)
+{
+    sc_trace_record_off();
+    memset(out, 0, sizeof(*out));
+    size_t cap = sc_trace_nrecs();
+    struct sc_trace_event *mine = malloc((cap ? cap : 1) * sizeof(*mine));
+    int err = mine ? 0 : SC_ERR_NOMEM, all_err;
+    size_t n = mine ? local_events(rt, mine) : 0;
+    /* Every rank learns whether all can go on, so that none is left in a
+     * collective alone. */
+    MPI_Allreduce(&err, &all_err, 1, MPI_INT, MPI_MIN, rt->ctl);
+    if (all_err) {
+        free(mine);
+        sc_trace_clear();
+        return sc_error(SC_ERR_NOMEM, "out of memory for the trace");
+    }
+    int bytes = (int)(n * sizeof(*mine)), counts[rt->size], displs[rt->size];
+    MPI_Gather(&bytes, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->ctl);
+    long total = 0;
+    if (rt->rank == 0)
+        for (int r = 0; r < rt->size; r++) {
+            displs[r] = (int)total;
+            total += counts[r];
+        }
+    struct sc_trace_event *all = NULL;
+    if (rt->rank == 0 && !(all = malloc(total ? (size_t)total : 1)))
+        err = SC_ERR_NOMEM;
+    MPI_Bcast(&err, 1, MPI_INT, 0, rt->ctl);
+    if (!err)
+        MPI_Gatherv(mine, bytes, MPI_BYTE, all, counts, displs, MPI_BYTE, 0, rt->ctl);
+    free(mine);
+    sc_trace_clear();
+    if (err) {
+        free(all);
+        return sc_error(SC_ERR_NOMEM, "out of memory for the trace");
+    }
+    out->ev = all;
+    out->n = rt->rank == 0 ? (size_t)total / sizeof(*all) : 0;
+    out->ranks = rt->size;
+    MPI_Allreduce(&rt->ncpu, &out->workers, 1, MPI_INT, MPI_MAX, rt->ctl);
+    return 0;
+}
