@@ -432,6 +432,16 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
  * iteration's forward needs them (from the input), each layer's parameter
  * gradient and its collective: the gradient above its collective, since
  * it feeds it, and a layer above the ones after it. */
+/* Level k of [0, levels] as a priority in the scheduler's range [lo, hi]:
+ * k itself from 0 up when the range has room, else scaled into it. */
+static int priority_level(int k, int levels, int lo, int hi)
+{
+    long long width = (long long)hi - lo;
+    if (width >= levels)
+        return (int)(lo > 0 ? lo + k : hi - levels < 0 ? hi - levels + k : k);
+    return (int)(lo + ((long long)k * width + levels / 2) / (levels ? levels : 1));
+}
+
 static void plan_priorities(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
@@ -439,8 +449,7 @@ static void plan_priorities(struct sc_net *net)
     for (int l = 0; l < net->nlayers; l++)
         nparam += net->layers[l].nparams > 0;
     int lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority(), levels = 2 * nparam + 1;
-    /* level k of [0, levels] onto the scheduler's range */
-#define LEVEL(k) (lo + (int)(((long)(k) * (hi - lo) + levels / 2) / (levels ? levels : 1)))
+#define LEVEL(k) priority_level(k, levels, lo, hi)
     D->critical_priority = D->comm.priorities ? LEVEL(levels) : 0;
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
@@ -451,6 +460,9 @@ static void plan_priorities(struct sc_net *net)
         j++;
     }
 #undef LEVEL
+    if (D->rt->rank == 0)
+        SC_LOG(2, "task priorities: scheduler range [%d, %d], %d levels used%s", lo, hi, levels + 1,
+               D->comm.priorities ? "" : " (off)");
     for (int i = 0; i < D->nbuckets; i++) {
         struct bucket *b = &D->buckets[i];
         b->priority = D->ld[b->layer[b->nlayers - 1]].comm_priority;
