@@ -63,4 +63,19 @@ STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" --model "$MODELS/wide.cfg" --data "$DATA" --i
   --save "$WORK/wide.safetensors" >/dev/null 2>&1 || fail "saving a wide checkpoint"
 expect "checkpoint of another model" "another model" 1 $L --data "$DATA" --load "$WORK/wide.safetensors"
 expect "unwritable save path" "not writable" 1 $L --data "$DATA" --save /nonexistent/dir/x.safetensors
+expect "unknown grad-comm" "--grad-comm 'ring'.*layer, chunks:K, bucket:MB or end" 1 $L --data "$DATA" --grad-comm ring
+expect "chunks without K" "chunks:K must be a positive integer" 1 $L --data "$DATA" --grad-comm chunks:
+expect "chunks:0" "chunks:K must be a positive integer" 1 $L --data "$DATA" --grad-comm chunks:0
+expect "negative bucket" "bucket:MB must be a positive number" 1 $L --data "$DATA" --grad-comm bucket:-2
+expect "bad fc-replicate" "--fc-replicate: 'two'" 1 $L --data "$DATA" --fc-replicate two
+expect "reversed trace range" "--trace-iters: '5:2'" 1 $L --data "$DATA" --trace-iters 5:2
+expect "trace range past the run" "--trace-iters 1:9: the run has 1 iterations" 1 $L --data "$DATA" --trace-iters 1:9 --report
+expect "unwritable trace path" "--trace /nonexistent/dir/t.json: the directory is not writable" 1 $L --data "$DATA" \
+  --trace /nonexistent/dir/t.json
+if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
+  "$TRAIN" --list-sched | grep -qw dmda; then
+  ok "--list-sched prints the policy names"
+else
+  fail "--list-sched"
+fi
 finish
