@@ -11,22 +11,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures, passes;
-static char tmpdir[256];
+#include "check.h"
 
-__attribute__((format(printf, 2, 3))) static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok)
-        passes++;
-    else
-        failures++;
-}
+static char tmpdir[256];
 
 /* An error case passes when both the code and the message are right. */
 static void expect_err(int rc, int want, const char *needle, const char *what)

@@ -7,20 +7,7 @@
 #include "grid.h"
 #include "starconv.h"
 
-static int failures, passes;
-
-__attribute__((format(printf, 2, 3))) static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    if (!ok) {
-        printf("FAIL - ");
-        vprintf(fmt, ap);
-        printf("\n");
-    }
-    va_end(ap);
-    ok ? passes++ : failures++;
-}
+#include "check.h"
 
 static void good(const char *spec, int nranks, const char *canonical, int n, int c, int f, int h, int w)
 {

@@ -12,24 +12,11 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "check.h"
+
 #define FASHION_DIR "/usr/share/datasets/fashion-mnist"
 
-static int failures, passes;
 static char dir[256];
-
-__attribute__((format(printf, 2, 3))) static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok)
-        passes++;
-    else
-        failures++;
-}
 
 static void expect_err(int rc, int want, const char *needle, const char *what)
 {

@@ -13,22 +13,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int failures, passes;
-static char dir[256];
+#include "check.h"
 
-__attribute__((format(printf, 2, 3))) static void check(int ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s - ", ok ? "ok  " : "FAIL");
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    if (ok)
-        passes++;
-    else
-        failures++;
-}
+static char dir[256];
 
 static void expect_err(int rc, int want, const char *needle, const char *what)
 {
@@ -194,7 +181,6 @@ static void round_trip(void)
           "overwrite an existing file");
     sc_st_free(f);
 }
-
 
 static void good_headers(void)
 {
