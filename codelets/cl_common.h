@@ -75,6 +75,15 @@ int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const ch
     STARPU_NAME, (name), STARPU_PRIORITY, sc_task_priority(), STARPU_CALLBACK_WITH_ARG_NFREE,                     \
         sc_trace_task_callback(), sc_trace_new_rec((name), SC_REC_TASK)
 
+/* The oneDNN kernels behind the codelets, for the region kernels, which
+ * run them on windows they assemble.  which: 0 forward (in0 x, in1
+ * weights), 1 backward data (dy, weights), 2 backward weights (x, dy; bias
+ * gets the bias gradient).  Pooling: ws is the max-pooling workspace. */
+void sc_conv_compute(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
+                     float *bias);
+int sc_conv_args_check(const struct sc_conv_args *a, const char *op);
+void sc_pool_compute(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
+
 /* Map starpu_task_insert's result to 0 / SC_ERR_RUNTIME. */
 int sc_insert_result(int ret, const char *op);
 

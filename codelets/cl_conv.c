@@ -335,3 +335,20 @@ int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t
                                                SC_TASK_ATTRS(name), 0),
                             "conv_bwd_filter");
 }
+
+/* ---- for the region kernels (cl_region.c) ---- */
+
+void sc_conv_compute(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
+                     float *bias)
+{
+    static const int ids[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
+                                  {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
+                                  {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}};
+    static const char *const op[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
+    conv_run(op[which], which, a, ids[which], in0, in1, out, bias);
+}
+
+int sc_conv_args_check(const struct sc_conv_args *a, const char *op)
+{
+    return conv_args_check(a, op);
+}

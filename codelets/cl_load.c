@@ -18,8 +18,13 @@ static void cl_load_batch_cpu_func(void *buffers[], void *cl_arg)
     float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
     int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
     for (int i = 0; i < a->n; i++) {
-        const uint8_t *src = a->images + (size_t)a->idx[i] * a->pixels;
         float *dst = x + (size_t)i * a->pixels;
+        if (a->idx[i] < 0) { /* padding (see sc_insert_load_labels) */
+            memset(dst, 0, (size_t)a->pixels * sizeof(float));
+            labels[i] = -1;
+            continue;
+        }
+        const uint8_t *src = a->images + (size_t)a->idx[i] * a->pixels;
         for (int p = 0; p < a->pixels; p++)
             dst[p] = src[p] / 255.0f;
         labels[i] = a->labels[a->idx[i]];
@@ -64,4 +69,100 @@ int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int p
     ret = starpu_task_insert(&cl_load_batch, STARPU_CL_ARGS, a, size, STARPU_W, x, STARPU_W, labels,
                              SC_TASK_ATTRS(name), 0);
     return sc_insert_result(ret, "load_batch");
+}
+
+/* ---- blocks and labels ---- */
+
+struct block_args {
+    const uint8_t *src;
+    struct sc_load_block b;
+    int n;
+    int32_t idx[];
+};
+
+static void cl_load_images_cpu_func(void *buffers[], void *cl_arg)
+{
+    const struct block_args *a = cl_arg;
+    const struct sc_load_block *b = &a->b;
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int rows = b->r1 - b->r0, cols = b->c1 - b->c0;
+    for (int i = 0; i < a->n; i++)
+        for (int ch = 0; ch < b->c; ch++)
+            for (int r = 0; r < rows; r++) {
+                float *dst = x + (((size_t)i * b->c + ch) * rows + r) * cols;
+                if (a->idx[i] < 0) {
+                    memset(dst, 0, (size_t)cols * sizeof(float));
+                    continue;
+                }
+                const uint8_t *src = a->src + (((size_t)a->idx[i] * b->c + ch) * b->h + b->r0 + r) * b->w + b->c0;
+                for (int c = 0; c < cols; c++)
+                    dst[c] = src[c] / 255.0f;
+            }
+}
+
+static void cl_load_labels_cpu_func(void *buffers[], void *cl_arg)
+{
+    const struct block_args *a = cl_arg;
+    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    for (int i = 0; i < a->n; i++)
+        labels[i] = a->idx[i] < 0 ? -1 : a->src[a->idx[i]];
+}
+
+static uint32_t block_footprint(struct starpu_task *task)
+{
+    const struct block_args *a = task->cl_arg;
+    return starpu_hash_crc32c_be_n(&a->b, sizeof a->b, starpu_hash_crc32c_be(a->n, 0));
+}
+
+static struct starpu_perfmodel load_images_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_load_images", .footprint = block_footprint};
+static struct starpu_perfmodel load_labels_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_load_labels", .footprint = block_footprint};
+
+static struct starpu_codelet cl_load_images = {
+    .cpu_funcs = {cl_load_images_cpu_func}, .nbuffers = 1, .modes = {STARPU_W},
+    .model = &load_images_model, .name = "load_images"};
+static struct starpu_codelet cl_load_labels = {
+    .cpu_funcs = {cl_load_labels_cpu_func}, .nbuffers = 1, .modes = {STARPU_W},
+    .model = &load_labels_model, .name = "load_labels"};
+
+static int insert_block(struct starpu_codelet *cl, const uint8_t *src, const struct sc_load_block *b, int n,
+                        const int32_t *idx, starpu_data_handle_t h, const char *name)
+{
+    size_t size = sizeof(struct block_args) + (size_t)n * sizeof(int32_t);
+    struct block_args *a = malloc(size);
+    if (!a)
+        return sc_error(SC_ERR_NOMEM, "%s: cannot allocate %zu bytes", cl->name, size);
+    memset(a, 0, sizeof *a);
+    a->src = src;
+    if (b)
+        a->b = *b;
+    a->n = n;
+    memcpy(a->idx, idx, (size_t)n * sizeof(int32_t));
+    return sc_insert_result(starpu_task_insert(cl, STARPU_CL_ARGS, a, size, STARPU_W, h, SC_TASK_ATTRS(name), 0),
+                            cl->name);
+}
+
+int sc_insert_load_images(const uint8_t *images, const struct sc_load_block *b, int n, const int32_t *idx,
+                          starpu_data_handle_t x, const char *name)
+{
+    int ret;
+    if (!images || !b || !idx || n < 1 || b->c < 1 || b->r0 < 0 || b->r1 > b->h || b->r0 >= b->r1 || b->c0 < 0 ||
+        b->c1 > b->w || b->c0 >= b->c1)
+        return sc_error(SC_ERR_ARG, "load_images: bad arguments (n %d)", n);
+    if ((ret = sc_check_vec(x, (size_t)n * b->c * (b->r1 - b->r0) * (b->c1 - b->c0), sizeof(float),
+                            "load_images", "x")))
+        return ret;
+    return insert_block(&cl_load_images, images, b, n, idx, x, name);
+}
+
+int sc_insert_load_labels(const uint8_t *src_labels, int n, const int32_t *idx, starpu_data_handle_t labels,
+                          const char *name)
+{
+    int ret;
+    if (!src_labels || !idx || n < 1)
+        return sc_error(SC_ERR_ARG, "load_labels: bad arguments (n %d)", n);
+    if ((ret = sc_check_vec(labels, n, sizeof(int32_t), "load_labels", "labels")))
+        return ret;
+    return insert_block(&cl_load_labels, src_labels, NULL, n, idx, labels, name);
 }

@@ -221,3 +221,10 @@ int sc_insert_pool_bwd(const struct sc_pool_args *a, starpu_data_handle_t dy, st
                                                STARPU_R, ws, STARPU_W, dx, SC_TASK_ATTRS(name), 0),
                             "pool_bwd");
 }
+
+/* ---- for the region kernels (cl_region.c) ---- */
+
+void sc_pool_compute(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws)
+{
+    pool_run(bwd ? "pool_bwd" : "pool_fwd", bwd, a, in, out, ws);
+}

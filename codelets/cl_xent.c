@@ -13,6 +13,11 @@ static void xent(const struct sc_xent_args *a, const float *logits, const int32_
     int correct = 0, bad = 0;
     for (int i = 0; i < a->n; i++) {
         const float *l = logits + (size_t)i * a->classes;
+        if (labels[i] == -1) { /* a padding sample (see sc_insert_load_labels) */
+            for (int k = 0; dlogits && k < a->classes; k++)
+                dlogits[(size_t)i * a->classes + k] = 0.0f;
+            continue;
+        }
         int arg = 0;
         for (int k = 1; k < a->classes; k++)
             if (l[k] > l[arg])

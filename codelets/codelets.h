@@ -97,6 +97,20 @@ int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int p
                          int n, const int32_t *idx, starpu_data_handle_t x,
                          starpu_data_handle_t labels, const char *name);
 
+/* A block of each sample, for spatially split inputs, and the labels on
+ * their own (the loss layer's tiles may hold other samples than the
+ * input's).  An index of -1 is a padding sample (evaluation's last batch):
+ * zeros, and label -1, which the loss ignores.  W x[n*c*rows*cols]. */
+struct sc_load_block {
+    int c, h, w;              /* the data set's sample shape */
+    int r0, r1, c0, c1;       /* the block */
+};
+int sc_insert_load_images(const uint8_t *images, const struct sc_load_block *b, int n, const int32_t *idx,
+                          starpu_data_handle_t x, const char *name);
+/* W labels (int32, n) */
+int sc_insert_load_labels(const uint8_t *src_labels, int n, const int32_t *idx, starpu_data_handle_t labels,
+                          const char *name);
+
 /* ---- vector ops (lengths from the handles, which must match) ---- */
 /* RW dst, R src: dst += src */
 int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name);
@@ -145,5 +159,11 @@ size_t sc_trace_nrecs(void);
 const struct sc_trace_rec *sc_trace_rec_at(size_t i);
 /* Forget every record (when nothing recorded is in flight). */
 void sc_trace_clear(void);
+
+/* Kernels of the layers of deeper networks, synthetic inputs, and the
+ * region kernels of spatially split tensors. */
+#include "codelets_layers.h"
+#include "codelets_synth.h"
+#include "codelets_region.h"
 
 #endif

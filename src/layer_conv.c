@@ -54,6 +54,8 @@ static int conv_shapes(struct sc_layer *l, int max_n)
     l->ntensors = 2;
     l->tensors[0] = (struct sc_param_tensor){"weight", 4, {p->filters, l->in.c, p->size, p->size}, 0, nw};
     l->tensors[1] = (struct sc_param_tensor){"bias", 1, {p->filters}, nw, (size_t)p->filters};
+    l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, oh};
+    l->win_c = (struct sc_window){p->size, p->stride, p->pad, l->in.w, ow};
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd_data, sizeof(p->bwd_data), "%s.bwd_data", l->name);
     snprintf(p->bwd_filter, sizeof(p->bwd_filter), "%s.bwd_filter", l->name);
@@ -71,7 +73,18 @@ static int conv_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct conv *p = l->priv;
     struct sc_conv_args a = conv_args(l, io->n);
+    if (io->split) {
+        struct sc_region_args t = {.op = SC_REGION_CONV_FWD, .conv = a};
+        return sc_region_forward(l, io, &t, io->params, io->y, p->fwd);
+    }
     return sc_insert_conv_fwd(&a, io->x, io->params, io->y, p->fwd);
+}
+
+static int conv_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct conv *p = l->priv;
+    size_t n = (size_t)io->n * l->out.c * (io->split ? sc_box_area(io->split->out_box) : l->out.h * l->out.w);
+    return p->relu ? sc_insert_relu_bwd((int)n, io->dy, io->y, p->relu_bwd) : 0;
 }
 
 static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -79,14 +92,18 @@ static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
     struct conv *p = l->priv;
     struct sc_conv_args a = conv_args(l, io->n);
     int err = 0;
-    if (p->relu)
-        err = sc_insert_relu_bwd(io->n * (int)sc_shape_size(&l->out), io->dy, io->y, p->relu_bwd);
-    if (!err && io->dx)
-        err = sc_insert_conv_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+    struct sc_region_args t = {.conv = a};
+    if (io->dx) {
+        t.op = SC_REGION_CONV_BWD_DATA;
+        err = io->split ? sc_region_backward_data(l, io, &t, io->params, io->dx, p->bwd_data)
+                        : sc_insert_conv_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+    }
     if (!err && io->dparams) {
         int prio = sc_task_priority();
         sc_task_set_priority(io->grad_priority);
-        err = sc_insert_conv_bwd_filter(&a, io->x, io->dy, io->dparams, p->bwd_filter);
+        t.op = SC_REGION_CONV_BWD_FILTER;
+        err = io->split ? sc_region_filter(l, io, &t, io->dparams, p->bwd_filter)
+                        : sc_insert_conv_bwd_filter(&a, io->x, io->dy, io->dparams, p->bwd_filter);
         sc_task_set_priority(prio);
     }
     return err;
@@ -99,5 +116,6 @@ const struct sc_layer_ops sc_layer_conv_ops = {
     .shapes = conv_shapes,
     .init = conv_init,
     .forward = conv_forward,
+    .act_backward = conv_act_backward,
     .backward = conv_backward,
 };

@@ -41,6 +41,7 @@ static int fc_shapes(struct sc_layer *l, int max_n)
     if (in * (size_t)p->output > (size_t)1 << 31)
         return sc_error(SC_ERR_SHAPE, "[connected] %zu x %d weights are too many", in, p->output);
     l->out = (struct sc_shape){p->output, 1, 1};
+    l->whole_sample = 1;
     size_t nw = in * p->output;
     l->nparams = nw + p->output;
     l->ntensors = 2;
@@ -76,14 +77,18 @@ static int fc_param_grad(struct sc_layer *l, const struct sc_tile_io *io)
     return err;
 }
 
+static int fc_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct fc *p = l->priv;
+    return p->relu ? sc_insert_relu_bwd(io->n * p->output, io->dy, io->y, p->relu_bwd) : 0;
+}
+
 static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
     struct sc_fc_args a = fc_args(l, io->n);
     int err = 0;
-    if (p->relu)
-        err = sc_insert_relu_bwd(io->n * p->output, io->dy, io->y, p->relu_bwd);
-    if (!err && io->dx)
+    if (io->dx)
         err = sc_insert_fc_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
     if (!err && io->dparams)
         err = fc_param_grad(l, io);
@@ -97,6 +102,7 @@ const struct sc_layer_ops sc_layer_fc_ops = {
     .shapes = fc_shapes,
     .init = fc_init,
     .forward = fc_forward,
+    .act_backward = fc_act_backward,
     .backward = fc_backward,
     .param_grad = fc_param_grad,
 };

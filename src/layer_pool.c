@@ -59,6 +59,11 @@ static int pool_shapes(struct sc_layer *l, int max_n)
                                (l->in.w + 2 * p->pad - p->size) / p->stride + 1};
     struct sc_pool_args a = pool_args(l, max_n);
     l->scratch_bytes = sc_pool_workspace_bytes(&a);
+    if (!l->scratch_bytes) /* average pooling: the codelet still takes a (1-byte) handle */
+        l->scratch_bytes = 1;
+    l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, l->out.h};
+    l->win_c = (struct sc_window){p->size, p->stride, p->pad, l->in.w, l->out.w};
+    l->bwd_reads_x = p->max;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
     return 0;
@@ -68,6 +73,10 @@ static int pool_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct pool *p = l->priv;
     struct sc_pool_args a = pool_args(l, io->n);
+    if (io->split) {
+        struct sc_region_args t = {.op = SC_REGION_POOL_FWD, .pool = a};
+        return sc_region_forward(l, io, &t, NULL, io->y, p->fwd);
+    }
     return sc_insert_pool_fwd(&a, io->x, io->y, io->scratch, p->fwd);
 }
 
@@ -75,6 +84,10 @@ static int pool_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct pool *p = l->priv;
     struct sc_pool_args a = pool_args(l, io->n);
+    if (io->split && io->dx) {
+        struct sc_region_args t = {.op = SC_REGION_POOL_BWD, .pool = a};
+        return sc_region_backward_data(l, io, &t, NULL, io->dx, p->bwd);
+    }
     return io->dx ? sc_insert_pool_bwd(&a, io->dy, io->scratch, io->dx, p->bwd) : 0;
 }
 

@@ -28,6 +28,7 @@ static int softmax_shapes(struct sc_layer *l, int max_n)
     struct softmax *p = l->priv;
     (void)max_n;
     l->out = l->in;
+    l->whole_sample = 1;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     return 0;
 }

@@ -8,6 +8,8 @@
 #include <starpu.h>
 
 #include "starconv.h"
+#include "codelets.h"
+#include "layout.h"
 
 struct sc_shape {
     int c, h, w; /* one sample */
@@ -39,6 +41,22 @@ struct sc_tile_io {
     int train;                             /* 0: forward for evaluation only */
     int grad_priority;                     /* task priority of the parameter gradient, which is off
                                             * the critical path of backprop */
+    const struct sc_tile_split *split;     /* NULL: the tile holds whole samples */
+};
+
+/* A tile of a spatially split layer: the rank holds a block of each
+ * sample's input and output, and the other blocks a kernel window reaches
+ * arrive as halo pieces. */
+enum { SC_SRC_X, SC_SRC_DY };
+struct sc_tile_split {
+    int s0;                          /* global index of the tile's first sample */
+    struct sc_box in_box, out_box;   /* this rank's blocks */
+    /* The blocks of x (SC_SRC_X, input coordinates) or of dy (SC_SRC_DY,
+     * output coordinates) that intersect win: the tile's own and the halo
+     * pieces.  Returns their number or a negative SC_ERR_*. */
+    int (*sources)(void *ctx, int which, const struct sc_box *win, struct sc_region_src *desc,
+                   starpu_data_handle_t *h, int max);
+    void *ctx;
 };
 
 struct sc_layer;
@@ -53,6 +71,9 @@ struct sc_layer_ops {
     /* Fill the parameter vector (PyTorch's default initialization). */
     void (*init)(struct sc_layer *l, float *params, uint64_t seed);
     int (*forward)(struct sc_layer *l, const struct sc_tile_io *io);
+    /* Optional: the activation's backward, dy in place (before backward,
+     * and before dy's halo is exchanged). */
+    int (*act_backward)(struct sc_layer *l, const struct sc_tile_io *io);
     /* Gradients: dx (when not NULL) and dparams (when the layer has parameters). */
     int (*backward)(struct sc_layer *l, const struct sc_tile_io *io);
     /* Optional (the layers --fc-replicate applies to): the parameter gradient
@@ -75,6 +96,14 @@ struct sc_layer {
     int ntensors;
     size_t scratch_bytes;
     int is_loss;
+    /* Spatial splitting (set by shapes): whole_sample layers (fully
+     * connected, softmax) need every pixel of a sample; the others read
+     * windows win_r x win_c of their input (kernel 1 for pointwise), and
+     * bwd_reads_x: backward needs x over the windows of the outputs it
+     * reads (max pooling). */
+    int whole_sample, bwd_reads_x;
+    struct sc_window win_r, win_c;
+    char parallel[32];           /* the cfg's parallel= ("" : the command line's) */
 };
 
 extern const struct sc_layer_ops sc_layer_conv_ops;
@@ -91,6 +120,16 @@ float sc_uniform(uint64_t seed, uint64_t stream, uint64_t i, float bound);
  * kaiming_uniform_(a=sqrt(5)) gives weights uniform in 1/sqrt(fan_in), and the
  * bias is uniform in the same bound. */
 void sc_layer_init_uniform(const struct sc_layer *l, float *params, uint64_t seed, size_t fan_in);
+
+/* Spatially split convolution and pooling (src/layer_region.c): submit the
+ * region tasks of one tile, the parts that need no halo first.  t: the
+ * template (op, geometry) whose regions and sources these fill. */
+int sc_region_forward(const struct sc_layer *l, const struct sc_tile_io *io, struct sc_region_args *t,
+                      starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
+int sc_region_backward_data(const struct sc_layer *l, const struct sc_tile_io *io, struct sc_region_args *t,
+                            starpu_data_handle_t params, starpu_data_handle_t dx, const char *name);
+int sc_region_filter(const struct sc_layer *l, const struct sc_tile_io *io, struct sc_region_args *t,
+                     starpu_data_handle_t dparams, const char *name);
 
 /* Shared by the layer parsers: "activation=relu|linear". */
 int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s, int *relu);

@@ -104,6 +104,10 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
         if (i > 0 && net->layers[i - 1].is_loss)
             return sc_error(SC_ERR_PARSE, "%s:%d: [%s] after [softmax]: the loss must be the last layer", cfg->path,
                             s->line, s->name);
+        const char *par;
+        if ((err = sc_cfg_get_str(cfg, s, "parallel", "", &par)))
+            return err;
+        snprintf(l->parallel, sizeof(l->parallel), "%s", par);
         if ((err = l->ops->parse(l, cfg, s)) || (err = sc_cfg_check_unused(cfg, s)))
             return err;
         int same = 1;
@@ -233,11 +237,30 @@ struct layer_data {
     starpu_data_handle_t *hxr, *hdyr, *hpg, hv;
     int64_t tag_x, tag_dy;
     char gather_x[48], gather_dy[48], sgd_name[48], acc_name[48];
+    /* How its input and output are split (see layout.h): this rank's
+     * blocks, and the samples of each tile */
+    struct sc_layout lin, lout;
+    struct sc_box in_box, out_box;
+    int *tile_s0, *tile_n, tile_max;
+    struct sc_tile_split *split;     /* per tile; NULL: whole samples */
+    struct split_ctx *split_ctx;
+    /* input in another layout than the previous layer's output: its copy
+     * in this layer's layout, the gradient too, and the two fetches */
+    float **xin, **dxin;
+    starpu_data_handle_t *hxin, *hdxin;
+    struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
+    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48];
+};
+
+struct split_ctx {
+    struct sc_net *net;
+    int l, t;
 };
 
 struct sc_net_dist {
     struct sc_runtime *rt;
     struct sc_comm_opts comm;
+    int spatial;                     /* some layer is not split like the batch over all ranks */
     int global_batch, local_batch, ntiles, tile_max;
     int *tile_n;                     /* samples per tile for a full batch */
     float **x0;                      /* per tile: input */
@@ -273,6 +296,80 @@ static void unreg_vec(starpu_data_handle_t h, void *mem)
             return sc_error(SC_ERR_NOMEM, "out of memory");                                                       \
     } while (0)
 
+/* ---- how each layer is split ---- */
+
+/* A layer's grid: its cfg's parallel=, else the command line's, else
+ * sample parallelism; layers that need whole samples take sample
+ * parallelism whatever the command line says. */
+static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g)
+{
+    struct sc_net_dist *D = net->dist;
+    int P = D->rt->size, err;
+    const char *spec = l->parallel[0] ? l->parallel : D->comm.parallel ? D->comm.parallel : "";
+    if ((err = sc_grid_parse(spec, P, g)))
+        return sc_error(err, "%s: %s", l->name, sc_last_error());
+    int spatial = g->extent[SC_DIM_H] * g->extent[SC_DIM_W] > 1;
+    if (g->extent[SC_DIM_C] > 1 || g->extent[SC_DIM_F] > 1)
+        return sc_error(SC_ERR_ARG, "%s: parallel '%s': channel and filter splitting are not implemented; "
+                        "use n, h and w", l->name, spec);
+    if (spatial && l->whole_sample) {
+        if (l->parallel[0])
+            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer needs whole samples (use n%d)", l->name,
+                            l->parallel, l->ops->section, P);
+        sc_grid_parse("", P, g);
+    }
+    int gn = g->extent[SC_DIM_N], gh = g->extent[SC_DIM_H], gw = g->extent[SC_DIM_W];
+    if (D->global_batch % gn)
+        return sc_error(SC_ERR_ARG, "global batch %d does not split evenly over %d ranks (use a multiple of "
+                        "%d; layer %s is split n%d)", D->global_batch, gn, gn, l->name, gn);
+    if (spatial && (l->out.h < gh || l->out.w < gw || l->in.h < gh || l->in.w < gw))
+        return sc_error(SC_ERR_ARG, "%s: %dx%d input, %dx%d output cannot be split over h%d w%d (every rank "
+                        "needs a row and a column); give it parallel= with fewer spatial ranks",
+                        l->name, l->in.h, l->in.w, l->out.h, l->out.w, gh, gw);
+    return 0;
+}
+
+static int plan_layouts(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->rt->ncpu, me = D->rt->rank, err;
+    struct sc_grid g[net->nlayers];
+    for (int l = 0; l < net->nlayers; l++) {
+        if ((err = choose_grid(net, &net->layers[l], &g[l])))
+            return err;
+        int per_rank = D->global_batch / g[l].extent[SC_DIM_N];
+        if (per_rank < T)
+            T = per_rank;
+        D->spatial |= g[l].extent[SC_DIM_N] != D->rt->size;
+    }
+    /* Tiles travel between ranks (halos, redistribution, replicated
+     * layers), so every rank cuts its samples alike. */
+    if (D->rt->size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &T, 1, MPI_INT, MPI_MIN, D->rt->ctl);
+    D->ntiles = T;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        d->lin = (struct sc_layout){g[l], D->global_batch, L->in.h, L->in.w, T};
+        d->lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T};
+        d->in_box = sc_layout_box(&d->lin, me);
+        d->out_box = sc_layout_box(&d->lout, me);
+        ALLOC_ARRAY(d->tile_s0, T);
+        ALLOC_ARRAY(d->tile_n, T);
+        d->tile_max = 0;
+        for (int t = 0; t < T; t++) {
+            sc_layout_tile_samples(&d->lout, me, t, &d->tile_s0[t], &d->tile_n[t]);
+            if (d->tile_n[t] > d->tile_max)
+                d->tile_max = d->tile_n[t];
+        }
+        if (g[l].extent[SC_DIM_H] * g[l].extent[SC_DIM_W] > 1) {
+            ALLOC_ARRAY(d->split, T);
+            ALLOC_ARRAY(d->split_ctx, T);
+        }
+    }
+    return 0;
+}
+
 static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data *d)
 {
     struct sc_net_dist *D = net->dist;
@@ -284,9 +381,9 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     ALLOC_ARRAY(d->hy, T);
     ALLOC_ARRAY(d->hdy, T);
     ALLOC_ARRAY(d->hscratch, T);
-    if ((err = l->ops->shapes(l, D->tile_max)))
+    if ((err = l->ops->shapes(l, d->tile_max)))
         return err;
-    size_t out = (size_t)D->tile_max * sc_shape_size(&l->out);
+    size_t out = (size_t)d->tile_max * l->out.c * sc_box_area(d->out_box);
     for (int t = 0; t < T && !l->is_loss; t++) {
         if ((err = reg_vec(&d->hy[t], (void **)&d->y[t], out, sizeof(float))) ||
             (err = reg_vec(&d->hdy[t], (void **)&d->dy[t], out, sizeof(float))))
@@ -301,6 +398,161 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     for (int t = 1; t < T; t++)
         if ((err = reg_vec(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
             return err;
+    return 0;
+}
+
+/* ---- exchanges between split layers ---- */
+
+/* The tiles layer l reads as x and writes as dx. */
+static starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    return D->ld[l].hxin ? D->ld[l].hxin : l ? D->ld[l - 1].hy : D->hx0;
+}
+
+static starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    return D->ld[l].hdxin ? D->ld[l].hdxin : l ? D->ld[l - 1].hdy : NULL;
+}
+
+static int tile_sources(void *ctx, int which, const struct sc_box *win, struct sc_region_src *desc,
+                        starpu_data_handle_t *h, int max)
+{
+    struct split_ctx *c = ctx;
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    struct sc_fetch *f = which == SC_SRC_X ? d->halo_x : d->halo_dy;
+    starpu_data_handle_t *tiles = which == SC_SRC_X ? x_tiles(c->net, c->l) : d->hdy;
+    if (f)
+        return sc_fetch_sources(f, tiles, c->t, win, desc, h, max);
+    if (max < 1)
+        return sc_error(SC_ERR_SHAPE, "too many source blocks");
+    desc[0] = (struct sc_region_src){d->tile_s0[c->t], d->tile_n[c->t], which == SC_SRC_X ? d->in_box : d->out_box};
+    h[0] = tiles[c->t];
+    return 1;
+}
+
+struct need_ctx {
+    struct sc_net *net;
+    int l;
+};
+
+static struct sc_box box_union(struct sc_box a, struct sc_box b)
+{
+    if (sc_box_empty(a))
+        return b;
+    if (sc_box_empty(b))
+        return a;
+    return (struct sc_box){a.r0 < b.r0 ? a.r0 : b.r0, a.r1 > b.r1 ? a.r1 : b.r1, a.c0 < b.c0 ? a.c0 : b.c0,
+                           a.c1 > b.c1 ? a.c1 : b.c1};
+}
+
+/* What rank r's tiles of layer l read of x: the windows of its outputs,
+ * and for max pooling those of the outputs its backward reads. */
+static struct sc_box need_x(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    struct sc_layer *L = &c->net->layers[c->l];
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    (void)t;
+    struct sc_box b = sc_windows_inputs(&L->win_r, &L->win_c, sc_layout_box(&d->lout, r));
+    if (L->bwd_reads_x)
+        b = box_union(b, sc_windows_inputs(&L->win_r, &L->win_c,
+                                           sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->lin, r))));
+    return b;
+}
+
+/* What rank r's backward of layer l reads of dy: the outputs touching its
+ * input block. */
+static struct sc_box need_dy(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    struct sc_layer *L = &c->net->layers[c->l];
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    (void)t;
+    return sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->lin, r));
+}
+
+static struct sc_box need_in(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return sc_layout_box(&c->net->dist->ld[c->l].lin, r);
+}
+
+static struct sc_box need_prev_out(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return sc_layout_box(&c->net->dist->ld[c->l - 1].lout, r);
+}
+
+/* Redistribution into layer l when its input layout is not the previous
+ * layer's output layout, and halo exchanges of split windowed layers. */
+static int plan_exchanges(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *L = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    struct need_ctx ctx = {net, l};
+    int T = D->ntiles, me = D->rt->rank, err;
+    if (l > 0 && !sc_layout_equal(&D->ld[l - 1].lout, &d->lin)) {
+        size_t n = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box);
+        ALLOC_ARRAY(d->xin, T);
+        ALLOC_ARRAY(d->dxin, T);
+        ALLOC_ARRAY(d->hxin, T);
+        ALLOC_ARRAY(d->hdxin, T);
+        for (int t = 0; t < T; t++)
+            if ((err = reg_vec(&d->hxin[t], (void **)&d->xin[t], n, sizeof(float))) ||
+                (err = reg_vec(&d->hdxin[t], (void **)&d->dxin[t], n, sizeof(float))))
+                return err;
+        snprintf(d->redist_name, sizeof(d->redist_name), "%s.redistribute", L->name);
+        snprintf(d->assemble_name, sizeof(d->assemble_name), "%s.assemble", L->name);
+        if ((err = sc_fetch_create(&d->redist_fwd, &D->ld[l - 1].lout, L->in.c, &d->lin, need_in, &ctx, me,
+                                   D->rt->comm, d->redist_name)) ||
+            (err = sc_fetch_create(&d->redist_bwd, &d->lin, L->in.c, &D->ld[l - 1].lout, need_prev_out, &ctx, me,
+                                   D->rt->comm, d->redist_name)))
+            return err;
+    }
+    if (!d->split)
+        return 0;
+    for (int t = 0; t < T; t++) {
+        d->split_ctx[t] = (struct split_ctx){net, l, t};
+        d->split[t] = (struct sc_tile_split){d->tile_s0[t], d->in_box, d->out_box, tile_sources, &d->split_ctx[t]};
+    }
+    if (L->win_r.k == 0)
+        return 0; /* pointwise */
+    snprintf(d->halo_x_name, sizeof(d->halo_x_name), "%s.halo_x", L->name);
+    snprintf(d->halo_dy_name, sizeof(d->halo_dy_name), "%s.halo_dy", L->name);
+    if ((err = sc_fetch_create(&d->halo_x, &d->lin, L->in.c, &d->lin, need_x, &ctx, me, D->rt->comm,
+                               d->halo_x_name)) ||
+        (l > 0 && (err = sc_fetch_create(&d->halo_dy, &d->lout, L->out.c, &d->lin, need_dy, &ctx, me, D->rt->comm,
+                                         d->halo_dy_name))))
+        return err;
+    return 0;
+}
+
+/* Copy tiles: assemble each of this rank's tiles of dst (samples and
+ * block of its layout) from the fetch's sources. */
+static int submit_assemble(struct sc_fetch *f, starpu_data_handle_t *src_tiles, const struct layer_data *dst_d,
+                           int out_side, int channels, starpu_data_handle_t *dst_tiles, const char *name)
+{
+    int err;
+    if ((err = sc_fetch_submit(f, src_tiles)))
+        return err;
+    for (int t = 0; t < dst_d->lin.ntiles; t++) {
+        struct sc_region_args a = {.op = SC_REGION_COPY, .c = channels};
+        a.s0 = a.dst_s0 = dst_d->tile_s0[t];
+        a.n = a.dst_n = dst_d->tile_n[t];
+        a.region = a.dst_box = out_side ? dst_d->out_box : dst_d->in_box;
+        starpu_data_handle_t h[SC_REGION_MAX_SRC];
+        int ns = sc_fetch_sources(f, src_tiles, t, NULL, a.src, h, SC_REGION_MAX_SRC);
+        if (ns < 0)
+            return ns;
+        a.na = ns;
+        if (a.n > 0 && (err = sc_insert_region(&a, h, NULL, dst_tiles[t], name)))
+            return err;
+    }
     return 0;
 }
 
@@ -500,9 +752,8 @@ const char *sc_net_comm_summary(const struct sc_net *net)
 int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
                  const struct sc_comm_opts *comm)
 {
-    if (global_batch < rt->size || global_batch % rt->size)
-        return sc_error(SC_ERR_ARG, "global batch %d does not split evenly over %d ranks (use a multiple of %d)",
-                        global_batch, rt->size, rt->size);
+    if (global_batch < 1)
+        return sc_error(SC_ERR_ARG, "global batch %d: must be at least 1", global_batch);
     struct sc_net_dist *D = calloc(1, sizeof(*D));
     if (!D)
         return sc_error(SC_ERR_NOMEM, "out of memory");
@@ -513,16 +764,20 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     else
         sc_comm_opts_default(&D->comm);
     D->global_batch = global_batch;
-    D->local_batch = global_batch / rt->size;
-    D->ntiles = rt->ncpu < D->local_batch ? rt->ncpu : D->local_batch;
+    int err;
+    ALLOC_ARRAY(D->ld, net->nlayers);
+    if ((err = plan_layouts(net)))
+        return err;
     int replicate = rt->size > 1 ? D->comm.fc_replicate : 0;
-    if (replicate) /* every rank must cut its batch alike: the tiles travel */
-        MPI_Allreduce(MPI_IN_PLACE, &D->ntiles, 1, MPI_INT, MPI_MIN, rt->ctl);
-    D->tile_max = (D->local_batch + D->ntiles - 1) / D->ntiles;
-    int T = D->ntiles, err;
-    ALLOC_ARRAY(D->tile_n, T);
-    for (int t = 0; t < T; t++)
-        D->tile_n[t] = D->local_batch / T + (t < D->local_batch % T);
+    if (replicate && D->spatial)
+        return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (not with --parallel or "
+                        "parallel=)");
+    int T = D->ntiles;
+    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    /* the sample layout's tiles, which replicated layers exchange */
+    D->local_batch = global_batch / rt->size;
+    D->tile_n = last->tile_n;
+    D->tile_max = last->tile_max;
     ALLOC_ARRAY(D->x0, T);
     ALLOC_ARRAY(D->labels, T);
     ALLOC_ARRAY(D->stats, T);
@@ -531,14 +786,13 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     ALLOC_ARRAY(D->hlabels, T);
     ALLOC_ARRAY(D->hstats, T);
     ALLOC_ARRAY(D->heval_acc, T);
-    size_t pixels = sc_shape_size(&net->input);
+    size_t pixels = (size_t)net->input.c * sc_box_area(first->in_box);
     for (int t = 0; t < T; t++)
-        if ((err = reg_vec(&D->hx0[t], (void **)&D->x0[t], (size_t)D->tile_max * pixels, sizeof(float))) ||
-            (err = reg_vec(&D->hlabels[t], (void **)&D->labels[t], D->tile_max, sizeof(int32_t))) ||
+        if ((err = reg_vec(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tile_max * pixels, sizeof(float))) ||
+            (err = reg_vec(&D->hlabels[t], (void **)&D->labels[t], last->tile_max, sizeof(int32_t))) ||
             (err = reg_vec(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
             (err = reg_vec(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
             return err;
-    ALLOC_ARRAY(D->ld, net->nlayers);
     for (int l = 0; l < net->nlayers && replicate; l++)
         if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
             D->ld[l].replicated = 1;
@@ -550,6 +804,9 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             (d->replicated && (err = setup_replicated(net, &net->layers[l], d, seed))))
             return err;
     }
+    for (int l = 0; l < net->nlayers; l++)
+        if ((err = plan_exchanges(net, l)))
+            return err;
     if ((err = plan_buckets(net)))
         return err;
     for (int i = 0; i < D->nbuckets; i++)
@@ -588,6 +845,16 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
         unreg_vec(d->hv, d->own_v);
         unreg_vec(d->hg, d->g);
     }
+    for (int t = 0; d->hxin && t < T; t++) {
+        unreg_vec(d->hxin[t], d->xin[t]);
+        unreg_vec(d->hdxin[t], d->dxin[t]);
+    }
+    sc_fetch_destroy(d->redist_fwd);
+    sc_fetch_destroy(d->redist_bwd);
+    sc_fetch_destroy(d->halo_x);
+    sc_fetch_destroy(d->halo_dy);
+    free(d->xin), free(d->dxin), free(d->hxin), free(d->hdxin), free(d->split), free(d->split_ctx);
+    free(d->tile_s0), free(d->tile_n);
     free(d->y), free(d->dy), free(d->scratch), free(d->hy), free(d->hdy), free(d->hscratch);
     free(d->tile_g), free(d->htile_g);
     free(d->xr), free(d->dyr), free(d->pg), free(d->hxr), free(d->hdyr), free(d->hpg);
@@ -632,7 +899,7 @@ void sc_net_destroy(struct sc_net *net)
             if (D->heval_acc)
                 unreg_vec(D->heval_acc[t], D->eval_acc[t]);
         }
-        free(D->tile_n), free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
+        free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
         free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld), free(D->buckets);
         free(D);
     }
@@ -644,15 +911,15 @@ void sc_net_destroy(struct sc_net *net)
 
 /* ---- iterations ---- */
 
-static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int n, int train)
+static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
 {
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
     struct sc_tile_io io = {
-        .n = n,
-        .x = l ? D->ld[l - 1].hy[t] : D->hx0[t],
+        .n = d->tile_n[t],
+        .x = x_tiles(net, l)[t],
         .y = d->hy[t],
-        .dx = l ? D->ld[l - 1].hdy[t] : NULL,
+        .dx = l ? dx_tiles(net, l)[t] : NULL,
         .dy = d->hdy[t],
         .scratch = d->hscratch[t],
         .params = d->hw,
@@ -662,36 +929,52 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int n, int tr
         .loss_scale = 1.0f / (float)D->global_batch,
         .train = train,
         .grad_priority = d->grad_priority,
+        .split = d->split ? &d->split[t] : NULL,
     };
     return io;
 }
 
-/* Load samples idx[0 .. count) of this rank's slice into the tiles, then run
- * the forward pass (and the loss) of every tile. */
-static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int count,
-                          int train, int *tile_n)
+/* Load the tiles' samples of global batch idx (B entries; -1: padding),
+ * then run the forward pass (and the loss) of every tile, with the
+ * redistributions and halo exchanges between layers. */
+static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int train)
 {
     struct sc_net_dist *D = net->dist;
-    int pixels = (int)sc_shape_size(&net->input), err, first = 0;
+    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    int err;
     sc_task_set_priority(D->critical_priority);
+    struct sc_load_block blk = {ds->c, ds->h, ds->w, first->in_box.r0, first->in_box.r1, first->in_box.c0,
+                                first->in_box.c1};
     for (int t = 0; t < D->ntiles; t++) {
-        tile_n[t] = count / D->ntiles + (t < count % D->ntiles);
-        if (tile_n[t] && (err = sc_insert_load_batch(ds->images, ds->labels, pixels, tile_n[t], idx + first,
-                                                     D->hx0[t], D->hlabels[t], D->load_name)))
+        if (!D->spatial) { /* one task for both when the tiles are alike */
+            if ((err = sc_insert_load_batch(ds->images, ds->labels, (int)sc_shape_size(&net->input), first->tile_n[t],
+                                            idx + first->tile_s0[t], D->hx0[t], D->hlabels[t], D->load_name)))
+                return err;
+            continue;
+        }
+        if ((err = sc_insert_load_images(ds->images, &blk, first->tile_n[t], idx + first->tile_s0[t], D->hx0[t],
+                                         D->load_name)) ||
+            (err = sc_insert_load_labels(ds->labels, last->tile_n[t], idx + last->tile_s0[t], D->hlabels[t],
+                                         D->load_name)))
             return err;
-        first += tile_n[t];
     }
     for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        struct sc_layer *L = &net->layers[l];
+        if (d->redist_fwd && (err = submit_assemble(d->redist_fwd, D->ld[l - 1].hy, d, 0, L->in.c, d->hxin,
+                                                    d->assemble_name)))
+            return err;
+        if (d->halo_x && (err = sc_fetch_submit(d->halo_x, x_tiles(net, l))))
+            return err;
         for (int t = 0; t < D->ntiles; t++) {
-            struct sc_tile_io io = tile_io(net, l, t, tile_n[t], train);
-            if (tile_n[t] && (err = net->layers[l].ops->forward(&net->layers[l], &io)))
+            struct sc_tile_io io = tile_io(net, l, t, train);
+            if (io.n && (err = L->ops->forward(L, &io)))
                 return err;
         }
-        struct layer_data *d = &D->ld[l];
         if (train && d->replicated) {
             sc_task_set_priority(d->comm_priority);
-            err = sc_tiles_allgather_submit(D->rt->comm, D->ntiles, d->tag_x, l ? D->ld[l - 1].hy : D->hx0,
-                                            d->hxr, d->gather_x);
+            err = sc_tiles_allgather_submit(D->rt->comm, D->ntiles, d->tag_x, x_tiles(net, l), d->hxr,
+                                            d->gather_x);
             sc_task_set_priority(D->critical_priority);
             if (err)
                 return err;
@@ -713,7 +996,7 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
         return err;
     for (int q = 0; q < P; q++)
         for (int t = 0; t < T; t++) {
-            struct sc_tile_io io = tile_io(net, l, t, D->tile_n[t], 1);
+            struct sc_tile_io io = tile_io(net, l, t, 1);
             if (q != me) {
                 io.x = d->hxr[q * T + t];
                 io.dy = d->hdyr[q * T + t];
@@ -751,18 +1034,28 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
                        const struct sc_sgd_args *sgd)
 {
     struct sc_net_dist *D = net->dist;
-    int tile_n[D->ntiles], err;
-    if ((err = submit_forward(net, ds, idx + D->rt->rank * D->local_batch, D->local_batch, 1, tile_n)))
+    int err;
+    if ((err = submit_forward(net, ds, idx, 1)))
         return err;
     for (int l = net->nlayers - 1; l >= 0; l--) {
         struct sc_layer *layer = &net->layers[l];
         struct layer_data *d = &D->ld[l];
         sc_task_set_priority(D->critical_priority);
-        for (int t = 0; t < D->ntiles; t++) {
-            struct sc_tile_io io = tile_io(net, l, t, tile_n[t], 1);
-            if ((err = layer->ops->backward(layer, &io)))
+        for (int t = 0; t < D->ntiles && layer->ops->act_backward; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (io.n && (err = layer->ops->act_backward(layer, &io)))
                 return err;
         }
+        if (d->halo_dy && (err = sc_fetch_submit(d->halo_dy, d->hdy)))
+            return err;
+        for (int t = 0; t < D->ntiles; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (io.n && (err = layer->ops->backward(layer, &io)))
+                return err;
+        }
+        if (d->redist_bwd && (err = submit_assemble(d->redist_bwd, d->hdxin, &D->ld[l - 1], 1, layer->in.c,
+                                                    D->ld[l - 1].hdy, d->assemble_name)))
+            return err;
         if (!layer->nparams)
             continue;
         if (d->replicated) {
@@ -809,27 +1102,27 @@ double sc_net_last_loss(struct sc_net *net)
 int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss)
 {
     struct sc_net_dist *D = net->dist;
-    int B = D->global_batch, b = D->local_batch, tile_n[D->ntiles], err;
+    int B = D->global_batch, err;
     for (int t = 0; t < D->ntiles; t++) {
         starpu_data_acquire(D->heval_acc[t], STARPU_W);
         D->eval_acc[t][0] = D->eval_acc[t][1] = 0;
         starpu_data_release(D->heval_acc[t]);
     }
-    int32_t *idx = malloc((size_t)b * sizeof(*idx));
+    /* Whole batches only, so that every tile and exchange keeps its shape:
+     * the last one is padded with samples the loss ignores. */
+    int32_t *idx = malloc((size_t)B * sizeof(*idx));
     if (!idx)
         return sc_error(SC_ERR_NOMEM, "out of memory");
+    struct layer_data *last = &D->ld[net->nlayers - 1];
     for (int start = 0; start < ds->n; start += B) {
-        int first = start + D->rt->rank * b, count = ds->n - first < b ? ds->n - first : b;
-        if (count <= 0)
-            continue;
-        for (int i = 0; i < count; i++)
-            idx[i] = first + i;
-        if ((err = submit_forward(net, ds, idx, count, 0, tile_n))) {
+        for (int i = 0; i < B; i++)
+            idx[i] = start + i < ds->n ? start + i : -1;
+        if ((err = submit_forward(net, ds, idx, 0))) {
             free(idx);
             return err;
         }
         for (int t = 0; t < D->ntiles; t++)
-            if (tile_n[t] && (err = sc_insert_accumulate(D->heval_acc[t], D->hstats[t], D->acc_name))) {
+            if (last->tile_n[t] && (err = sc_insert_accumulate(D->heval_acc[t], D->hstats[t], D->acc_name))) {
                 free(idx);
                 return err;
             }

@@ -26,6 +26,8 @@ struct sc_comm_opts {
     int fc_replicate;      /* Lee et al.: the first F [connected] layers gather their
                             * inputs and errors and compute the whole gradient */
     int priorities;        /* 1: task priorities from the critical path */
+    const char *parallel;  /* --parallel: the grid of every layer without parallel= in
+                            * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
 };
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */

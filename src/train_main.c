@@ -49,6 +49,15 @@ static const char usage[] =
     "                       instead of reducing it (Lee et al.); default 0\n"
     "  --priorities on|off  task priorities from the critical path (default on)\n"
     "\n"
+    "How layers are split (Dryden et al.):\n"
+    "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
+    "                       letters n (samples), h, w (rows, columns of every image) with\n"
+    "                       extents whose product is the rank count: n4, h2w2, n2h2, w2, ...\n"
+    "                       Default: n<ranks> (sample parallelism).  Spatially split\n"
+    "                       convolutions and poolings exchange halos as tasks; fully\n"
+    "                       connected and softmax layers stay sample parallel, and the\n"
+    "                       data is redistributed between layers split differently\n"
+    "\n"
     "Seeing the overlap:\n"
     "  --trace FILE         Chrome trace-event JSON of the traced iterations (Perfetto,\n"
     "                       chrome://tracing; starconv-report FILE --svg OUT.svg draws it)\n"
@@ -133,7 +142,7 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"grad-comm", required_argument, 0, 'g'}, {"fc-replicate", required_argument, 0, 'F'},
         {"priorities", required_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'},
         {"trace-iters", required_argument, 0, 'I'}, {"report", no_argument, 0, 'R'},
-        {"list-sched", no_argument, 0, 'Q'},
+        {"list-sched", no_argument, 0, 'Q'},    {"parallel", required_argument, 0, 'G'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     long v;
@@ -160,6 +169,7 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         case 'F': err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
         case 'P': err = parse_onoff(name, optarg, &o->comm.priorities); break;
         case 'T': o->trace = optarg; break;
+        case 'G': o->comm.parallel = optarg; break;
         case 'I': err = parse_range(name, optarg, &o->trace_first, &o->trace_last); break;
         case 'R': o->report = 1; break;
         case 'Q': return 2;

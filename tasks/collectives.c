@@ -209,14 +209,14 @@ static struct sc_trace_rec *transfer_record(struct starpu_codelet *ready, starpu
     return rec;
 }
 
-static int send_piece(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm, const char *name)
+int sc_send_piece(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm, const char *name)
 {
     struct sc_trace_rec *rec = transfer_record(&cl_ready_r, h, name);
     int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_priority(), comm, sent, rec);
     return err ? transfer_failed("send", err) : 0;
 }
 
-static int recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, const char *name)
+int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, const char *name)
 {
     struct sc_trace_rec *rec = transfer_record(&cl_ready_w, h, name);
     int err = starpu_mpi_irecv_detached(h, src, tag, comm, received, rec);
@@ -232,9 +232,9 @@ static int reduce_scatter(struct sc_ring *r)
         for (int j = 0; j < K; j++) {
             int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
-            if ((err = send_piece(r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
+            if ((err = sc_send_piece(r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
                 (err = gate_receive(buf, r->piece[from])) ||
-                (err = recv_piece(buf, prev, r->tag + from, r->comm, r->comm_name)))
+                (err = sc_recv_piece(buf, prev, r->tag + from, r->comm, r->comm_name)))
                 return err;
             if ((err = sc_insert_accumulate(r->piece[from], buf, r->acc_name)))
                 return err;
@@ -254,9 +254,9 @@ static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
             int to = mod(me + 1 - s, p) * K + j, from = mod(me - s, p) * K + j, own = mod(me + 1, p) * K + j;
             /* Posted when our own chunk is final, as the peers' are then
              * due too (see gate_receive). */
-            if ((err = send_piece(pieces[to], next, tag + to, r->comm, r->comm_name)) ||
+            if ((err = sc_send_piece(pieces[to], next, tag + to, r->comm, r->comm_name)) ||
                 (err = gate_receive(pieces[from], pieces[own])) ||
-                (err = recv_piece(pieces[from], prev, tag + from, r->comm, r->comm_name)))
+                (err = sc_recv_piece(pieces[from], prev, tag + from, r->comm, r->comm_name)))
                 return err;
         }
     return 0;
@@ -270,20 +270,20 @@ static int chain_reduce(struct sc_ring *r)
     if (me < r->size - 1) {
         if ((err = gate_receive(r->recv[0], r->vec)))
             return err;
-        if ((err = recv_piece(r->recv[0], me + 1, r->tag, r->comm, r->comm_name)))
+        if ((err = sc_recv_piece(r->recv[0], me + 1, r->tag, r->comm, r->comm_name)))
             return err;
         if ((err = sc_insert_accumulate(r->vec, r->recv[0], r->acc_name)))
             return err;
     }
-    return me > 0 ? send_piece(r->vec, me - 1, r->tag, r->comm, r->comm_name) : 0;
+    return me > 0 ? sc_send_piece(r->vec, me - 1, r->tag, r->comm, r->comm_name) : 0;
 }
 
 static int chain_broadcast(struct sc_ring *r, starpu_data_handle_t target)
 {
     int me = r->rank, err;
-    if (me > 0 && (err = recv_piece(target, me - 1, r->tag + 1, r->comm, r->comm_name)))
+    if (me > 0 && (err = sc_recv_piece(target, me - 1, r->tag + 1, r->comm, r->comm_name)))
         return err;
-    return me < r->size - 1 ? send_piece(target, me + 1, r->tag + 1, r->comm, r->comm_name) : 0;
+    return me < r->size - 1 ? sc_send_piece(target, me + 1, r->tag + 1, r->comm, r->comm_name) : 0;
 }
 
 int sc_ring_allreduce_submit(struct sc_ring *r)
@@ -387,9 +387,9 @@ int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_dat
              * pairs of a step are distinct, so no rank is sent to by all. */
             int to = mod(me + k, p), from = mod(me - k, p);
             starpu_data_handle_t buf = remote[from * ntiles + t];
-            if ((err = send_piece(local[t], to, tag + (int64_t)me * ntiles + t, comm, name)) ||
+            if ((err = sc_send_piece(local[t], to, tag + (int64_t)me * ntiles + t, comm, name)) ||
                 (err = gate_receive(buf, local[t])) ||
-                (err = recv_piece(buf, from, tag + (int64_t)from * ntiles + t, comm, name)))
+                (err = sc_recv_piece(buf, from, tag + (int64_t)from * ntiles + t, comm, name)))
                 return err;
         }
     return 0;

@@ -7,6 +7,7 @@
 #include <starpu.h>
 #include <starpu_mpi.h>
 #include "codelets.h"
+#include "layout.h"
 
 /* Tags of StarPU-MPI transfers.  Every rank reserves them in the same order
  * (plans are built in the same order everywhere), so the numbers agree. */
@@ -55,6 +56,43 @@ int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
  * peers' tiles are due then too.  Non-blocking. */
 int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,
                               starpu_data_handle_t *remote, const char *name);
+
+/* A whole handle to or from one peer, at the submitting thread's current
+ * priority, with a trace record under name while a trace is recorded.
+ * The building block of the collectives and exchanges. */
+int sc_send_piece(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm, const char *name);
+int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, const char *name);
+
+/* ---- exchanges of spatially split tensors ----
+ *
+ * A consumer (a layer, or the next layer's layout) needs, for each of its
+ * tiles, the tile's samples x a box of a tensor that is split by another
+ * (or the same) layout.  A fetch plan lists the pieces: parts held by this
+ * rank are read in place from the source tiles; parts held by other ranks
+ * are packed there (a copy task), sent, and received here into buffers of
+ * their own, so that a task that needs only some pieces waits only for
+ * them.  Halo exchange (same layout, boxes grown by a kernel's reach) and
+ * redistribution (different layouts) are both fetches. */
+struct sc_layout;
+struct sc_fetch;
+/* need: the box of the consumer's tile (rank, tile) in the source tensor's
+ * coordinates, samples being the tile's own (under dst). */
+typedef struct sc_box (*sc_need_fn)(void *ctx, int rank, int tile);
+int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int channels, const struct sc_layout *dst,
+                    sc_need_fn need, void *ctx, int rank, MPI_Comm comm, const char *name);
+void sc_fetch_destroy(struct sc_fetch *f);
+/* Pack, send and receive the pieces; src_tiles: this rank's tiles of the
+ * source tensor.  Non-blocking. */
+int sc_fetch_submit(struct sc_fetch *f, starpu_data_handle_t *src_tiles);
+/* The sources of consumer tile t that intersect win (all of them: win
+ * NULL), for a region kernel: at most max; returns their number or
+ * SC_ERR_SHAPE when there are more. */
+int sc_fetch_sources(const struct sc_fetch *f, starpu_data_handle_t *src_tiles, int t, const struct sc_box *win,
+                     struct sc_region_src *desc, starpu_data_handle_t *h, int max);
+/* Bytes of the buffers the plan allocated (packs and receives). */
+size_t sc_fetch_bytes(const struct sc_fetch *f);
+/* Number of pieces this rank receives (0: the need is all local). */
+int sc_fetch_nrecv(const struct sc_fetch *f);
 
 /* fn is called (from StarPU-MPI's thread) whenever a receive of a
  * collective completes, i.e. when tasks waiting for it may become ready:

@@ -1,0 +1,482 @@
+/* Batch normalization over the tiles of a batch: per-channel sums of the
+ * forward and backward passes (in double, so that they can be added up over
+ * tiles and ranks before use), and the element-wise passes that use them. */
+#include "cl_common.h"
+
+#include <math.h>
+
+/* ---- argument checks ---- */
+
+static int bn_shape(const struct sc_bn_args *a, const char *op)
+{
+    if (!a)
+        return sc_error(SC_ERR_ARG, "%s: no arguments", op);
+    if (a->n < 1 || a->c < 1 || a->hw < 1)
+        return sc_error(SC_ERR_SHAPE, "%s: bad shape n%d c%d hw%d", op, a->n, a->c, a->hw);
+    if (a->relu != 0 && a->relu != 1)
+        return sc_error(SC_ERR_ARG, "%s: relu must be 0 or 1, not %d", op, a->relu);
+    return 0;
+}
+
+static int bn_eps(const struct sc_bn_args *a, const char *op)
+{
+    if (!(a->eps >= 0.0f) || !isfinite(a->eps))
+        return sc_error(SC_ERR_ARG, "%s: bad eps %g", op, (double)a->eps);
+    return 0;
+}
+
+static int bn_count(double count, const char *op)
+{
+    if (!(count > 0.0) || !isfinite(count))
+        return sc_error(SC_ERR_ARG, "%s: bad element count %g", op, count);
+    return 0;
+}
+
+static size_t bn_elems(const struct sc_bn_args *a)
+{
+    return (size_t)a->n * a->c * a->hw;
+}
+
+/* Sum of p[0..n) in double, four partial sums (and of squares when sq). */
+static void sum2(const float *restrict p, size_t n, double *s, double *sq)
+{
+    double a0 = 0, a1 = 0, a2 = 0, a3 = 0, b0 = 0, b1 = 0, b2 = 0, b3 = 0;
+    size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        double v0 = p[i], v1 = p[i + 1], v2 = p[i + 2], v3 = p[i + 3];
+        a0 += v0, a1 += v1, a2 += v2, a3 += v3;
+        b0 += v0 * v0, b1 += v1 * v1, b2 += v2 * v2, b3 += v3 * v3;
+    }
+    for (; i < n; i++) {
+        double v = p[i];
+        a0 += v;
+        b0 += v * v;
+    }
+    *s += (a0 + a1) + (a2 + a3);
+    if (sq)
+        *sq += (b0 + b1) + (b2 + b3);
+}
+
+/* ---- statistics: stats = [sum x | sum x^2] ---- */
+
+static void cl_bn_stats_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    double *st = (double *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    for (int ch = 0; ch < 2 * a.c; ch++)
+        st[ch] = 0.0;
+    for (int i = 0; i < a.n; i++)
+        for (int ch = 0; ch < a.c; ch++)
+            sum2(x + ((size_t)i * a.c + ch) * a.hw, (size_t)a.hw, &st[ch], &st[a.c + ch]);
+}
+
+static struct starpu_perfmodel bn_stats_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_stats", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_stats = {
+    .cpu_funcs = {cl_bn_stats_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .model = &bn_stats_model,
+    .name = "bn_stats",
+};
+
+int sc_insert_bn_stats(const struct sc_bn_args *a, starpu_data_handle_t x, starpu_data_handle_t stats,
+                       const char *name)
+{
+    const char *op = "bn_stats";
+    int ret;
+    if ((ret = bn_shape(a, op)) || (ret = sc_check_vec(x, bn_elems(a), sizeof(float), op, "x")) ||
+        (ret = sc_check_vec(stats, 2 * (size_t)a->c, sizeof(double), op, "stats")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
+                                               STARPU_W, stats, SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- dst += src over double vectors ---- */
+
+static void cl_accumulate_f64_cpu_func(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    double *restrict d = (double *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const double *restrict s = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
+    for (size_t i = 0; i < n; i++)
+        d[i] += s[i];
+}
+
+static struct starpu_perfmodel accumulate_f64_model = {.type = STARPU_HISTORY_BASED,
+                                                       .symbol = "sc_accumulate_f64"};
+
+static struct starpu_codelet cl_accumulate_f64 = {
+    .cpu_funcs = {cl_accumulate_f64_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_RW, STARPU_R},
+    .model = &accumulate_f64_model,
+    .name = "accumulate_f64",
+};
+
+int sc_insert_accumulate_f64(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name)
+{
+    const char *op = "accumulate_f64";
+    int ret;
+    if ((ret = sc_check_vec(dst, 0, sizeof(double), op, "dst")) ||
+        (ret = sc_check_vec(src, 0, sizeof(double), op, "src")))
+        return ret;
+    if (starpu_vector_get_nx(dst) != starpu_vector_get_nx(src))
+        return sc_error(SC_ERR_SHAPE, "%s: dst has %zu elements, src %zu", op,
+                        (size_t)starpu_vector_get_nx(dst), (size_t)starpu_vector_get_nx(src));
+    return sc_insert_result(starpu_task_insert(&cl_accumulate_f64, STARPU_RW, dst, STARPU_R, src,
+                                               SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- y = scale*x + shift per channel, then ReLU ---- */
+
+/* y = (x - mean)*s + beta over one channel of one sample. */
+static void bn_apply(const float *restrict x, float *restrict y, size_t hw, float mean, float s, float beta,
+                     int relu)
+{
+    if (relu)
+        for (size_t p = 0; p < hw; p++) {
+            float v = (x[p] - mean) * s + beta;
+            y[p] = v > 0.0f ? v : 0.0f;
+        }
+    else
+        for (size_t p = 0; p < hw; p++)
+            y[p] = (x[p] - mean) * s + beta;
+}
+
+/* ---- training forward ---- */
+
+static void cl_bn_fwd_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    double count;
+    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const double *st = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    const float *prm = (const float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);
+    float *saved = (float *)STARPU_VECTOR_GET_PTR(buffers[4]);
+    for (int ch = 0; ch < a.c; ch++) {
+        double mean = st[ch] / count;
+        double var = st[a.c + ch] / count - mean * mean;
+        if (var < 0.0) /* rounding */
+            var = 0.0;
+        saved[ch] = (float)mean;
+        saved[a.c + ch] = (float)(1.0 / sqrt(var + a.eps));
+    }
+    for (int i = 0; i < a.n; i++)
+        for (int ch = 0; ch < a.c; ch++) {
+            size_t off = ((size_t)i * a.c + ch) * a.hw;
+            bn_apply(x + off, y + off, (size_t)a.hw, saved[ch], prm[ch] * saved[a.c + ch], prm[a.c + ch],
+                     a.relu);
+        }
+}
+
+static struct starpu_perfmodel bn_fwd_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_fwd", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_fwd = {
+    .cpu_funcs = {cl_bn_fwd_cpu_func},
+    .nbuffers = 5,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W},
+    .model = &bn_fwd_model,
+    .name = "bn_fwd",
+};
+
+int sc_insert_bn_fwd(const struct sc_bn_args *a, double count, starpu_data_handle_t x,
+                     starpu_data_handle_t stats, starpu_data_handle_t params, starpu_data_handle_t y,
+                     starpu_data_handle_t saved, const char *name)
+{
+    const char *op = "bn_fwd";
+    int ret;
+    if ((ret = bn_shape(a, op)) || (ret = bn_eps(a, op)) || (ret = bn_count(count, op)))
+        return ret;
+    size_t c2 = 2 * (size_t)a->c;
+    if ((ret = sc_check_vec(x, bn_elems(a), sizeof(float), op, "x")) ||
+        (ret = sc_check_vec(stats, c2, sizeof(double), op, "stats")) ||
+        (ret = sc_check_vec(params, c2, sizeof(float), op, "params")) ||
+        (ret = sc_check_vec(y, bn_elems(a), sizeof(float), op, "y")) ||
+        (ret = sc_check_vec(saved, c2, sizeof(float), op, "saved")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_fwd, STARPU_VALUE, a, sizeof *a, STARPU_VALUE, &count,
+                                               sizeof count, STARPU_R, x, STARPU_R, stats, STARPU_R, params,
+                                               STARPU_W, y, STARPU_W, saved, SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- evaluation forward, with the running statistics ---- */
+
+static void cl_bn_fwd_eval_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *run = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    const float *prm = (const float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[3]);
+    for (int ch = 0; ch < a.c; ch++) {
+        float s = (float)(prm[ch] / sqrt((double)run[a.c + ch] + a.eps));
+        for (int i = 0; i < a.n; i++) {
+            size_t off = ((size_t)i * a.c + ch) * a.hw;
+            bn_apply(x + off, y + off, (size_t)a.hw, run[ch], s, prm[a.c + ch], a.relu);
+        }
+    }
+}
+
+static struct starpu_perfmodel bn_fwd_eval_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_fwd_eval", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_fwd_eval = {
+    .cpu_funcs = {cl_bn_fwd_eval_cpu_func},
+    .nbuffers = 4,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
+    .model = &bn_fwd_eval_model,
+    .name = "bn_fwd_eval",
+};
+
+int sc_insert_bn_fwd_eval(const struct sc_bn_args *a, starpu_data_handle_t x, starpu_data_handle_t running,
+                          starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
+{
+    const char *op = "bn_fwd_eval";
+    int ret;
+    if ((ret = bn_shape(a, op)) || (ret = bn_eps(a, op)))
+        return ret;
+    size_t c2 = 2 * (size_t)a->c;
+    if ((ret = sc_check_vec(x, bn_elems(a), sizeof(float), op, "x")) ||
+        (ret = sc_check_vec(running, c2, sizeof(float), op, "running")) ||
+        (ret = sc_check_vec(params, c2, sizeof(float), op, "params")) ||
+        (ret = sc_check_vec(y, bn_elems(a), sizeof(float), op, "y")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_fwd_eval, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
+                                               STARPU_R, running, STARPU_R, params, STARPU_W, y,
+                                               SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- running statistics, as PyTorch ---- */
+
+static void cl_bn_running_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    double count;
+    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    const double *st = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    float *run = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    double m = a.momentum;
+    for (int ch = 0; ch < a.c; ch++) {
+        double mean = st[ch] / count;
+        double var = st[a.c + ch] / count - mean * mean;
+        if (var < 0.0)
+            var = 0.0;
+        if (count > 1.0)
+            var *= count / (count - 1.0);
+        run[ch] = (float)((1.0 - m) * run[ch] + m * mean);
+        run[a.c + ch] = (float)((1.0 - m) * run[a.c + ch] + m * var);
+    }
+}
+
+static struct starpu_perfmodel bn_running_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_running_update", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_running = {
+    .cpu_funcs = {cl_bn_running_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_RW},
+    .model = &bn_running_model,
+    .name = "bn_running_update",
+};
+
+int sc_insert_bn_running_update(const struct sc_bn_args *a, double count, starpu_data_handle_t stats,
+                                starpu_data_handle_t running, const char *name)
+{
+    const char *op = "bn_running_update";
+    int ret;
+    if (!a)
+        return sc_error(SC_ERR_ARG, "%s: no arguments", op);
+    if (a->c < 1)
+        return sc_error(SC_ERR_SHAPE, "%s: bad channel count %d", op, a->c);
+    if (!(a->momentum >= 0.0f && a->momentum <= 1.0f))
+        return sc_error(SC_ERR_ARG, "%s: momentum %g outside [0, 1]", op, (double)a->momentum);
+    if ((ret = bn_count(count, op)) ||
+        (ret = sc_check_vec(stats, 2 * (size_t)a->c, sizeof(double), op, "stats")) ||
+        (ret = sc_check_vec(running, 2 * (size_t)a->c, sizeof(float), op, "running")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_running, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
+                                               &count, sizeof count, STARPU_R, stats, STARPU_RW, running,
+                                               SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- backward, phase 1: dstats = [sum dy | sum dy*xhat] ---- */
+
+static void cl_bn_bwd_stats_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    const float *saved = (const float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    double *ds = (double *)STARPU_VECTOR_GET_PTR(buffers[3]);
+    for (int ch = 0; ch < a.c; ch++) {
+        double mean = saved[ch], invstd = saved[a.c + ch];
+        double sd = 0.0, sdx = 0.0;
+        for (int i = 0; i < a.n; i++) {
+            size_t off = ((size_t)i * a.c + ch) * a.hw;
+            const float *xp = x + off, *dp = dy + off;
+            double s0 = 0, s1 = 0, t0 = 0, t1 = 0;
+            int p = 0;
+            for (; p + 2 <= a.hw; p += 2) {
+                double g0 = dp[p], g1 = dp[p + 1];
+                s0 += g0, s1 += g1;
+                t0 += g0 * (xp[p] - mean), t1 += g1 * (xp[p + 1] - mean);
+            }
+            for (; p < a.hw; p++) {
+                s0 += dp[p];
+                t0 += dp[p] * (xp[p] - mean);
+            }
+            sd += s0 + s1;
+            sdx += t0 + t1;
+        }
+        ds[ch] = sd;
+        ds[a.c + ch] = sdx * invstd;
+    }
+}
+
+static struct starpu_perfmodel bn_bwd_stats_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_bwd_stats", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_bwd_stats = {
+    .cpu_funcs = {cl_bn_bwd_stats_cpu_func},
+    .nbuffers = 4,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
+    .model = &bn_bwd_stats_model,
+    .name = "bn_bwd_stats",
+};
+
+int sc_insert_bn_bwd_stats(const struct sc_bn_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
+                           starpu_data_handle_t saved, starpu_data_handle_t dstats, const char *name)
+{
+    const char *op = "bn_bwd_stats";
+    int ret;
+    if ((ret = bn_shape(a, op)))
+        return ret;
+    size_t c2 = 2 * (size_t)a->c;
+    if ((ret = sc_check_vec(x, bn_elems(a), sizeof(float), op, "x")) ||
+        (ret = sc_check_vec(dy, bn_elems(a), sizeof(float), op, "dy")) ||
+        (ret = sc_check_vec(saved, c2, sizeof(float), op, "saved")) ||
+        (ret = sc_check_vec(dstats, c2, sizeof(double), op, "dstats")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_bwd_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
+                                               STARPU_R, dy, STARPU_R, saved, STARPU_W, dstats,
+                                               SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- parameter gradients from the summed dstats ---- */
+
+static void cl_bn_param_grad_cpu_func(void *buffers[], void *cl_arg)
+{
+    int c;
+    starpu_codelet_unpack_args(cl_arg, &c);
+    const double *ds = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    float *dp = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    for (int ch = 0; ch < c; ch++) {
+        dp[ch] = (float)ds[c + ch];
+        dp[c + ch] = (float)ds[ch];
+    }
+}
+
+static struct starpu_perfmodel bn_param_grad_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_param_grad", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_param_grad = {
+    .cpu_funcs = {cl_bn_param_grad_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_R, STARPU_W},
+    .model = &bn_param_grad_model,
+    .name = "bn_param_grad",
+};
+
+int sc_insert_bn_param_grad(int c, starpu_data_handle_t dstats, starpu_data_handle_t dparams,
+                            const char *name)
+{
+    const char *op = "bn_param_grad";
+    int ret;
+    if (c < 1)
+        return sc_error(SC_ERR_SHAPE, "%s: bad channel count %d", op, c);
+    if ((ret = sc_check_vec(dstats, 2 * (size_t)c, sizeof(double), op, "dstats")) ||
+        (ret = sc_check_vec(dparams, 2 * (size_t)c, sizeof(float), op, "dparams")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_param_grad, STARPU_VALUE, &c, sizeof c, STARPU_R,
+                                               dstats, STARPU_W, dparams, SC_TASK_ATTRS(name), 0),
+                            op);
+}
+
+/* ---- backward, phase 2: dx ---- */
+
+static void cl_bn_bwd_data_cpu_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    double count;
+    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    const float *prm = (const float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    const float *saved = (const float *)STARPU_VECTOR_GET_PTR(buffers[3]);
+    const double *ds = (const double *)STARPU_VECTOR_GET_PTR(buffers[4]);
+    float *dx = (float *)STARPU_VECTOR_GET_PTR(buffers[5]);
+    for (int ch = 0; ch < a.c; ch++) {
+        /* dx = k*(dy - mdy - (x - mean)*invstd*mdx), k = gamma*invstd */
+        double invstd = saved[a.c + ch];
+        double k = prm[ch] * invstd;
+        double mdy = ds[ch] / count, mdx = ds[a.c + ch] / count;
+        float mean = saved[ch], ky = (float)k, kx = (float)(-k * mdx * invstd), k0 = (float)(-k * mdy);
+        for (int i = 0; i < a.n; i++) {
+            size_t off = ((size_t)i * a.c + ch) * a.hw;
+            const float *restrict xp = x + off, *restrict dp = dy + off;
+            float *restrict o = dx + off;
+            for (int p = 0; p < a.hw; p++)
+                o[p] = ky * dp[p] + kx * (xp[p] - mean) + k0;
+        }
+    }
+}
+
+static struct starpu_perfmodel bn_bwd_data_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_bwd_data", .footprint = sc_footprint_args};
+
+static struct starpu_codelet cl_bn_bwd_data = {
+    .cpu_funcs = {cl_bn_bwd_data_cpu_func},
+    .nbuffers = 6,
+    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W},
+    .model = &bn_bwd_data_model,
+    .name = "bn_bwd_data",
+};
+
+int sc_insert_bn_bwd_data(const struct sc_bn_args *a, double count, starpu_data_handle_t x,
+                          starpu_data_handle_t dy, starpu_data_handle_t params, starpu_data_handle_t saved,
+                          starpu_data_handle_t dstats, starpu_data_handle_t dx, const char *name)
+{
+    const char *op = "bn_bwd_data";
+    int ret;
+    if ((ret = bn_shape(a, op)) || (ret = bn_count(count, op)))
+        return ret;
+    size_t c2 = 2 * (size_t)a->c;
+    if ((ret = sc_check_vec(x, bn_elems(a), sizeof(float), op, "x")) ||
+        (ret = sc_check_vec(dy, bn_elems(a), sizeof(float), op, "dy")) ||
+        (ret = sc_check_vec(params, c2, sizeof(float), op, "params")) ||
+        (ret = sc_check_vec(saved, c2, sizeof(float), op, "saved")) ||
+        (ret = sc_check_vec(dstats, c2, sizeof(double), op, "dstats")) ||
+        (ret = sc_check_vec(dx, bn_elems(a), sizeof(float), op, "dx")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_bn_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
+                                               &count, sizeof count, STARPU_R, x, STARPU_R, dy, STARPU_R,
+                                               params, STARPU_R, saved, STARPU_R, dstats, STARPU_W, dx,
+                                               SC_TASK_ATTRS(name), 0),
+                            op);
+}

@@ -1,0 +1,325 @@
+/* Region kernels (see codelets_region.h): assemble the input window from
+ * the source blocks into a dense buffer, run the oneDNN kernel on it, and
+ * write the result into the destination block. */
+#include "cl_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Per-worker buffers for windows, grown on demand: a worker runs one task
+ * at a time. */
+static __thread float *tmp_buf[3];
+static __thread size_t tmp_len[3];
+
+static float *tmp(int i, size_t n)
+{
+    if (n > tmp_len[i]) {
+        free(tmp_buf[i]);
+        tmp_len[i] = 0;
+        if (posix_memalign((void **)&tmp_buf[i], 64, n * sizeof(float))) {
+            tmp_buf[i] = NULL;
+            return NULL;
+        }
+        tmp_len[i] = n;
+    }
+    return tmp_buf[i];
+}
+
+static int rows(struct sc_box b)
+{
+    return b.r1 - b.r0;
+}
+static int cols(struct sc_box b)
+{
+    return b.c1 - b.c0;
+}
+
+/* Copy samples [s0, s0 + n) x c channels x win of the sources into buf
+ * (n, c, rows(win), cols(win)); what no source covers is left alone. */
+static void gather(const struct sc_region_src *src, void **bufs, int nsrc, int c, int s0, int n,
+                   struct sc_box win, float *buf)
+{
+    int wh = rows(win), ww = cols(win);
+    for (int i = 0; i < nsrc; i++) {
+        const struct sc_region_src *b = &src[i];
+        const float *p = (const float *)STARPU_VECTOR_GET_PTR(bufs[i]);
+        int sa = s0 > b->s0 ? s0 : b->s0, sb = s0 + n < b->s0 + b->n ? s0 + n : b->s0 + b->n;
+        struct sc_box x = sc_box_intersect(win, b->box);
+        if (sa >= sb || sc_box_empty(x))
+            continue;
+        int bh = rows(b->box), bw = cols(b->box);
+        size_t len = (size_t)cols(x) * sizeof(float);
+        for (int s = sa; s < sb; s++)
+            for (int ch = 0; ch < c; ch++)
+                for (int r = x.r0; r < x.r1; r++)
+                    memcpy(buf + (((size_t)(s - s0) * c + ch) * wh + (r - win.r0)) * ww + (x.c0 - win.c0),
+                           p + (((size_t)(s - b->s0) * c + ch) * bh + (r - b->box.r0)) * bw + (x.c0 - b->box.c0),
+                           len);
+    }
+}
+
+/* Write part (within both boxes) of buf (n samples from s0, c channels,
+ * block bbox) into dst (samples from dst_s0, block dbox); buf NULL writes
+ * zeros. */
+static void scatter(float *dst, int dst_s0, struct sc_box dbox, int c, int s0, int n, struct sc_box bbox,
+                    const float *buf, struct sc_box part)
+{
+    if (sc_box_empty(part))
+        return;
+    int dh = rows(dbox), dw = cols(dbox), bh = rows(bbox), bw = cols(bbox);
+    size_t len = (size_t)cols(part) * sizeof(float);
+    for (int s = s0; s < s0 + n; s++)
+        for (int ch = 0; ch < c; ch++)
+            for (int r = part.r0; r < part.r1; r++) {
+                float *d = dst + (((size_t)(s - dst_s0) * c + ch) * dh + (r - dbox.r0)) * dw + (part.c0 - dbox.c0);
+                if (buf)
+                    memcpy(d, buf + (((size_t)(s - s0) * c + ch) * bh + (r - bbox.r0)) * bw + (part.c0 - bbox.c0),
+                           len);
+                else
+                    memset(d, 0, len);
+            }
+}
+
+/* The input window of output region o under kernel k, stride s, padding
+ * p, clipped to the image (h x w); *pt, *pl: the padding left above and to
+ * the left of it. */
+static struct sc_box in_window(struct sc_box o, int kh, int kw, int sh, int sw, int ph, int pw, int h, int w,
+                               int *pt, int *pl)
+{
+    int r0 = o.r0 * sh - ph, r1 = (o.r1 - 1) * sh - ph + kh;
+    int c0 = o.c0 * sw - pw, c1 = (o.c1 - 1) * sw - pw + kw;
+    struct sc_box b = {r0 < 0 ? 0 : r0, r1 > h ? h : r1, c0 < 0 ? 0 : c0, c1 > w ? w : c1};
+    *pt = b.r0 - r0;
+    *pl = b.c0 - c0;
+    return b;
+}
+
+/* The outputs whose windows touch input region x (clipped to oh x ow). */
+static struct sc_box touching(struct sc_box x, int kh, int kw, int sh, int sw, int ph, int pw, int oh, int ow)
+{
+#define FLOORDIV(a, b) ((a) >= 0 ? (a) / (b) : -((-(a) + (b) - 1) / (b)))
+    struct sc_box o = {FLOORDIV(x.r0 + ph - kh, sh) + 1, FLOORDIV(x.r1 - 1 + ph, sh) + 1,
+                       FLOORDIV(x.c0 + pw - kw, sw) + 1, FLOORDIV(x.c1 - 1 + pw, sw) + 1};
+#undef FLOORDIV
+    struct sc_box all = {0, oh, 0, ow};
+    return sc_box_intersect(o, all);
+}
+
+static void fail(const char *op)
+{
+    fprintf(stderr, "starconv: %s: out of memory for a region window\n", op);
+}
+
+static void conv_fwd(const struct sc_region_args *a, void **buffers)
+{
+    const struct sc_conv_args *g = &a->conv;
+    int pt, pl;
+    struct sc_box win = in_window(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->h, g->w, &pt, &pl);
+    struct sc_conv_args k = *g;
+    k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl;
+    k.oh = rows(a->region), k.ow = cols(a->region);
+    float *x = tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
+    if (!x || !y)
+        return fail("conv_fwd region");
+    gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]);
+    sc_conv_compute(0, &k, x, params, y, params + (size_t)k.f * k.c * k.kh * k.kw);
+    scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]), a->dst_s0, a->dst_box, k.f, a->s0, a->n,
+            a->region, y, a->region);
+}
+
+static void conv_bwd_filter(const struct sc_region_args *a, void **buffers)
+{
+    const struct sc_conv_args *g = &a->conv;
+    int pt, pl;
+    struct sc_box win = in_window(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->h, g->w, &pt, &pl);
+    struct sc_conv_args k = *g;
+    k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl;
+    k.oh = rows(a->region), k.ow = cols(a->region), k.relu = 0;
+    float *x = tmp(0, (size_t)k.n * k.c * k.h * k.w), *dy = tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
+    if (!x || !dy)
+        return fail("conv_bwd_filter region");
+    gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    gather(a->src + a->na, buffers + a->na, a->nb, k.f, a->s0, a->n, a->region, dy);
+    float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
+    sc_conv_compute(2, &k, x, dy, dparams, dparams + (size_t)k.f * k.c * k.kh * k.kw);
+}
+
+/* Backward data of convolution and pooling share the shape of the work:
+ * the outputs touching the region, their dy window, a dx window computed
+ * without padding (conv) or with the image's padding (pooling), and the
+ * region cut out of it. */
+static void conv_bwd_data(const struct sc_region_args *a, void **buffers)
+{
+    const struct sc_conv_args *g = &a->conv;
+    float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]);
+    struct sc_box o = touching(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
+    scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
+    if (sc_box_empty(o))
+        return;
+    struct sc_box win = {o.r0 * g->sh - g->ph, (o.r1 - 1) * g->sh - g->ph + g->kh, o.c0 * g->sw - g->pw,
+                         (o.c1 - 1) * g->sw - g->pw + g->kw};
+    struct sc_conv_args k = *g;
+    k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = 0, k.pw = 0, k.oh = rows(o), k.ow = cols(o), k.relu = 0;
+    float *dy = tmp(0, (size_t)k.n * k.f * k.oh * k.ow), *dx = tmp(1, (size_t)k.n * k.c * k.h * k.w);
+    if (!dy || !dx)
+        return fail("conv_bwd_data region");
+    gather(a->src, buffers, a->na, k.f, a->s0, a->n, o, dy);
+    sc_conv_compute(1, &k, dy, (const float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), dx, NULL);
+    scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, dx, sc_box_intersect(win, a->region));
+}
+
+static void pool_fwd(const struct sc_region_args *a, void **buffers)
+{
+    const struct sc_pool_args *g = &a->pool;
+    int pt, pl;
+    struct sc_box win = in_window(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->h, g->w, &pt, &pl);
+    struct sc_pool_args k = *g;
+    k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl;
+    k.oh = rows(a->region), k.ow = cols(a->region);
+    size_t ny = (size_t)k.n * k.c * k.oh * k.ow;
+    float *x = tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = tmp(1, ny), *ws = tmp(2, ny);
+    if (!x || !y || !ws)
+        return fail("pool_fwd region");
+    gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    sc_pool_compute(0, &k, x, y, ws);
+    scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), a->dst_s0, a->dst_box, k.c, a->s0, a->n,
+            a->region, y, a->region);
+}
+
+/* Max pooling recomputes the forward pass of the window to learn which
+ * input won each output (oneDNN's workspace), rather than keeping
+ * workspaces of every region between the passes. */
+static void pool_bwd(const struct sc_region_args *a, void **buffers)
+{
+    const struct sc_pool_args *g = &a->pool;
+    float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
+    struct sc_box o = touching(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
+    scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
+    if (sc_box_empty(o))
+        return;
+    int pt, pl;
+    struct sc_box win = in_window(o, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->h, g->w, &pt, &pl);
+    struct sc_pool_args k = *g;
+    k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl, k.oh = rows(o), k.ow = cols(o);
+    size_t ny = (size_t)k.n * k.c * k.oh * k.ow;
+    float *dy = tmp(0, ny), *x = tmp(1, (size_t)k.n * k.c * k.h * k.w), *y = tmp(2, ny * 2);
+    if (!dy || !x || !y)
+        return fail("pool_bwd region");
+    void *ws = y + ny; /* at most 4 bytes per output */
+    gather(a->src, buffers, a->na, k.c, a->s0, a->n, o, dy);
+    if (k.max) {
+        gather(a->src + a->na, buffers + a->na, a->nb, k.c, a->s0, a->n, win, x);
+        sc_pool_compute(0, &k, x, y, ws);
+    }
+    sc_pool_compute(1, &k, dy, x, ws); /* dx into x's buffer: x is no longer needed */
+    scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, x, sc_box_intersect(win, a->region));
+}
+
+static void cl_region_cpu_func(void *buffers[], void *cl_arg)
+{
+    const struct sc_region_args *a = cl_arg;
+    switch (a->op) {
+    case SC_REGION_COPY:
+        gather(a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
+               (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]));
+        break;
+    case SC_REGION_CONV_FWD: conv_fwd(a, buffers); break;
+    case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers); break;
+    case SC_REGION_CONV_BWD_FILTER: conv_bwd_filter(a, buffers); break;
+    case SC_REGION_POOL_FWD: pool_fwd(a, buffers); break;
+    case SC_REGION_POOL_BWD: pool_bwd(a, buffers); break;
+    }
+}
+
+/* Cost follows the op, the sizes and the region's shape, not where the
+ * region lies or which samples it holds. */
+static uint32_t region_footprint(struct starpu_task *task)
+{
+    const struct sc_region_args *a = task->cl_arg;
+    int key[8] = {a->op, a->n, a->c, a->region.r1 - a->region.r0, a->region.c1 - a->region.c0, a->na, a->nb,
+                  a->op == SC_REGION_POOL_FWD || a->op == SC_REGION_POOL_BWD ? a->pool.c : a->conv.f};
+    uint32_t h = starpu_hash_crc32c_be_n(key, sizeof key, 0);
+    return a->op == SC_REGION_COPY ? h : starpu_hash_crc32c_be_n(&a->conv, sizeof a->conv, h);
+}
+
+static struct starpu_perfmodel region_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_region", .footprint = region_footprint};
+
+static struct starpu_codelet cl_region = {
+    .cpu_funcs = {cl_region_cpu_func},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
+    .model = &region_model,
+    .name = "region",
+};
+
+/* Channels of the a and b sources and of the destination. */
+static void channels(const struct sc_region_args *a, int *ca, int *cb, int *cd)
+{
+    switch (a->op) {
+    case SC_REGION_COPY: *ca = *cb = *cd = a->c; break;
+    case SC_REGION_CONV_FWD: *ca = a->conv.c, *cb = 0, *cd = a->conv.f; break;
+    case SC_REGION_CONV_BWD_DATA: *ca = a->conv.f, *cb = 0, *cd = a->conv.c; break;
+    case SC_REGION_CONV_BWD_FILTER: *ca = a->conv.c, *cb = a->conv.f, *cd = 0; break;
+    default: *ca = *cb = *cd = a->pool.c; break;
+    }
+}
+
+int sc_insert_region(const struct sc_region_args *a, starpu_data_handle_t *srcs, starpu_data_handle_t params,
+                     starpu_data_handle_t dst, const char *name)
+{
+    static const char *const ops[] = {"region_copy", "conv_fwd region", "conv_bwd_data region",
+                                      "conv_bwd_filter region", "pool_fwd region", "pool_bwd region"};
+    if (a->op < SC_REGION_COPY || a->op > SC_REGION_POOL_BWD)
+        return sc_error(SC_ERR_ARG, "region: unknown op %d", a->op);
+    const char *op = ops[a->op];
+    int ca, cb, cd, ret, conv = a->op >= SC_REGION_CONV_FWD && a->op <= SC_REGION_CONV_BWD_FILTER;
+    int pool = a->op >= SC_REGION_POOL_FWD;
+    channels(a, &ca, &cb, &cd);
+    if (a->na < 1 || a->nb < 0 || a->na + a->nb > SC_REGION_MAX_SRC || a->n < 1 || ca < 1 ||
+        sc_box_empty(a->region) || (a->op == SC_REGION_POOL_BWD && a->pool.max && a->nb < 1))
+        return sc_error(SC_ERR_ARG, "%s: bad arguments (n %d, %d+%d sources, c %d)", op, a->n, a->na, a->nb, ca);
+    if (conv && (ret = sc_conv_args_check(&a->conv, op)))
+        return ret;
+    if (pool && (a->pool.c < 1 || a->pool.kh < 1 || a->pool.sh < 1 || a->pool.ph >= a->pool.kh ||
+                 a->pool.oh < 1 || a->pool.ow < 1))
+        return sc_error(SC_ERR_SHAPE, "%s: bad pooling geometry", op);
+    for (int i = 0; i < a->na + a->nb; i++) {
+        const struct sc_region_src *s = &a->src[i];
+        if (s->n < 1 || sc_box_empty(s->box))
+            return sc_error(SC_ERR_ARG, "%s: source %d is empty", op, i);
+        if ((ret = sc_check_vec(srcs[i], (size_t)s->n * (i < a->na ? ca : cb) * sc_box_area(s->box),
+                                sizeof(float), op, "source")))
+            return ret;
+    }
+    if (a->op == SC_REGION_CONV_BWD_FILTER) {
+        if ((ret = sc_check_vec(dst, (size_t)a->conv.f * a->conv.c * a->conv.kh * a->conv.kw + a->conv.f,
+                                sizeof(float), op, "dparams")))
+            return ret;
+    } else {
+        int in_dst = a->s0 >= a->dst_s0 && a->s0 + a->n <= a->dst_s0 + a->dst_n &&
+                     sc_box_contains(a->dst_box, a->region);
+        if (!in_dst || (ret = sc_check_vec(dst, (size_t)a->dst_n * cd * sc_box_area(a->dst_box), sizeof(float),
+                                           op, "destination")))
+            return in_dst ? ret : sc_error(SC_ERR_ARG, "%s: the region is not within the destination", op);
+    }
+    if (conv && a->op != SC_REGION_CONV_BWD_FILTER &&
+        (ret = sc_check_vec(params, (size_t)a->conv.f * a->conv.c * a->conv.kh * a->conv.kw, sizeof(float), op,
+                            "params")))
+        return ret;
+    struct starpu_data_descr d[SC_REGION_MAX_SRC + 2];
+    int nd = 0;
+    for (int i = 0; i < a->na + a->nb; i++)
+        d[nd++] = (struct starpu_data_descr){srcs[i], STARPU_R};
+    if (conv && a->op != SC_REGION_CONV_BWD_FILTER)
+        d[nd++] = (struct starpu_data_descr){params, STARPU_R};
+    d[nd++] = (struct starpu_data_descr){dst, a->op == SC_REGION_COPY || a->op == SC_REGION_CONV_BWD_FILTER
+                                                  ? STARPU_W : STARPU_RW};
+    struct sc_region_args *copy = malloc(sizeof *copy);
+    if (!copy)
+        return sc_error(SC_ERR_NOMEM, "%s: out of memory", op);
+    *copy = *a;
+    ret = starpu_task_insert(&cl_region, STARPU_CL_ARGS, copy, sizeof *copy, STARPU_DATA_MODE_ARRAY, d, nd,
+                             SC_TASK_ATTRS(name), 0);
+    return sc_insert_result(ret, op);
+}

@@ -1,0 +1,384 @@
+/* Synthetic data sets generated on the fly (see codelets_synth.h).
+ *
+ * Every field is a sum of sinusoids A sin(kr r + kc c + ph), evaluated as
+ * (A sin(kr r)) cos(kc c + ph) + (A cos(kr r)) sin(kc c + ph): per (field,
+ * wave) a table over the block's rows and one over its columns (computed in
+ * double, stored as float, each entry a pure function of its row or column
+ * index), then a few float multiply-adds per value in a fixed order.  So a
+ * value does not depend on where the block starts, and the per-value cost
+ * is a handful of flops instead of sinf calls.  The tables reach MARGIN
+ * rows and columns beyond the block for the MESH label's neighbours. */
+#include "cl_common.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+_Static_assert(sizeof(struct sc_synth_args) == sizeof(uint64_t) + 10 * sizeof(int),
+               "struct sc_synth_args must have no padding");
+
+#define IMAGE_K 3   /* waves per IMAGE channel */
+#define MESH_K 4    /* waves per MESH field */
+#define LABEL_FIELDS 4
+#define MARGIN 2    /* reach of the MESH label rule */
+#define TWO_PI 6.283185307179586
+
+enum { TAG_LABEL = 1, TAG_CLASS, TAG_JITTER, TAG_NOISE, TAG_MESH };
+
+/* splitmix64's finalizer: the counter-based hash behind every draw. */
+static inline uint64_t mix64(uint64_t z)
+{
+    z += 0x9e3779b97f4a7c15ull;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static uint64_t hash5(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b, uint64_t c)
+{
+    uint64_t h = mix64(seed ^ mix64(tag));
+    h = mix64(h ^ a);
+    h = mix64(h ^ b);
+    return mix64(h ^ c);
+}
+
+/* The j-th uniform draw in [0, 1) of the stream h. */
+static double unif(uint64_t h, int j)
+{
+    return (mix64(h + 0x632be59bd9b4e019ull * (uint64_t)(j + 1)) >> 11) * 0x1p-53;
+}
+
+struct wave {
+    double kr, kc, ph, amp;
+};
+
+/* ---- shape ---- */
+
+static int synth_check(const struct sc_synth_args *a, const char *op)
+{
+    if (!a)
+        return sc_error(SC_ERR_ARG, "%s: no arguments", op);
+    if (a->kind != SC_SYNTH_IMAGE && a->kind != SC_SYNTH_MESH)
+        return sc_error(SC_ERR_ARG, "%s: unknown kind %d", op, a->kind);
+    if (a->c < 1 || a->h < 1 || a->w < 1)
+        return sc_error(SC_ERR_SHAPE, "%s: bad sample shape %dx%dx%d", op, a->c, a->h, a->w);
+    if (a->r0 < 0 || a->r0 >= a->r1 || a->r1 > a->h || a->c0 < 0 || a->c0 >= a->c1 || a->c1 > a->w)
+        return sc_error(SC_ERR_SHAPE, "%s: block rows [%d,%d) x cols [%d,%d) is not inside %dx%d", op,
+                        a->r0, a->r1, a->c0, a->c1, a->h, a->w);
+    if (a->classes < 2)
+        return sc_error(SC_ERR_ARG, "%s: %d classes (needs at least 2)", op, a->classes);
+    if (a->kind == SC_SYNTH_MESH && a->classes != 2)
+        return sc_error(SC_ERR_ARG, "%s: mesh data has 2 classes, not %d", op, a->classes);
+    return 0;
+}
+
+static size_t x_count(const struct sc_synth_args *a)
+{
+    return (size_t)a->c * (size_t)(a->r1 - a->r0) * (size_t)(a->c1 - a->c0);
+}
+
+static size_t label_count(const struct sc_synth_args *a)
+{
+    return a->kind == SC_SYNTH_MESH ? (size_t)(a->r1 - a->r0) * (size_t)(a->c1 - a->c0) : 1;
+}
+
+size_t sc_synth_x_count(const struct sc_synth_args *a)
+{
+    return synth_check(a, "synth") ? 0 : x_count(a);
+}
+
+size_t sc_synth_label_count(const struct sc_synth_args *a)
+{
+    return synth_check(a, "synth") ? 0 : label_count(a);
+}
+
+/* ---- tables ---- */
+
+struct tables {
+    int k;       /* waves per field */
+    int nr, nc;  /* rows r0-MARGIN .. r1+MARGIN, cols c0-MARGIN .. c1+MARGIN */
+    float *t;    /* per field, per wave: rs[nr], rc[nr], cs[nc], cc[nc] */
+};
+
+static size_t field_floats(const struct tables *tb)
+{
+    return (size_t)tb->k * 2 * ((size_t)tb->nr + (size_t)tb->nc);
+}
+
+static int fields_needed(const struct sc_synth_args *a)
+{
+    return a->kind == SC_SYNTH_MESH && a->c < LABEL_FIELDS ? LABEL_FIELDS : a->c;
+}
+
+/* Floats of workspace for one sample: the tables, and for MESH four rows
+ * of shifted field values for the label. */
+static size_t ws_floats(const struct sc_synth_args *a, struct tables *tb)
+{
+    tb->k = a->kind == SC_SYNTH_MESH ? MESH_K : IMAGE_K;
+    tb->nr = a->r1 - a->r0 + 2 * MARGIN;
+    tb->nc = a->c1 - a->c0 + 2 * MARGIN;
+    size_t n = (size_t)fields_needed(a) * field_floats(tb);
+    if (a->kind == SC_SYNTH_MESH)
+        n += (size_t)LABEL_FIELDS * (size_t)(a->c1 - a->c0);
+    return n;
+}
+
+static void fill_tables(const struct sc_synth_args *a, const struct tables *tb, int field,
+                        const struct wave *wv)
+{
+    float *t = tb->t + (size_t)field * field_floats(tb);
+    for (int k = 0; k < tb->k; k++) {
+        float *rs = t + (size_t)k * 2 * (tb->nr + tb->nc), *rc = rs + tb->nr, *cs = rc + tb->nr,
+              *cc = cs + tb->nc;
+        for (int i = 0; i < tb->nr; i++) {
+            double r = (double)(a->r0 - MARGIN + i);
+            rs[i] = (float)(wv[k].amp * sin(wv[k].kr * r));
+            rc[i] = (float)(wv[k].amp * cos(wv[k].kr * r));
+        }
+        for (int j = 0; j < tb->nc; j++) {
+            double c = (double)(a->c0 - MARGIN + j);
+            cs[j] = (float)sin(wv[k].kc * c + wv[k].ph);
+            cc[j] = (float)cos(wv[k].kc * c + wv[k].ph);
+        }
+    }
+}
+
+/* out[q] = field at table row i, table columns j0 .. j0+count-1; the waves
+ * summed in order, the same code for every block. */
+static inline __attribute__((always_inline)) void field_row_k(const struct tables *tb, int field, int K,
+                                                              int i, int j0, int count,
+                                                              float *restrict out)
+{
+    const float *t = tb->t + (size_t)field * field_floats(tb);
+    const size_t stride = 2 * ((size_t)tb->nr + (size_t)tb->nc);
+    float a[MESH_K], b[MESH_K];
+    const float *cc[MESH_K], *cs[MESH_K];
+    for (int k = 0; k < K; k++) {
+        const float *rs = t + k * stride, *rc = rs + tb->nr;
+        a[k] = rs[i];
+        b[k] = rc[i];
+        cs[k] = rc + tb->nr + j0;
+        cc[k] = cs[k] + tb->nc;
+    }
+    for (int q = 0; q < count; q++) {
+        float v = 0.0f;
+        for (int k = 0; k < K; k++)
+            v += a[k] * cc[k][q] + b[k] * cs[k][q];
+        out[q] = v;
+    }
+}
+
+static void field_row(const struct tables *tb, int field, int i, int j0, int count, float *restrict out)
+{
+    if (tb->k == MESH_K)
+        field_row_k(tb, field, MESH_K, i, j0, count, out);
+    else
+        field_row_k(tb, field, IMAGE_K, i, j0, count, out);
+}
+
+/* ---- the two kinds ---- */
+
+static int image_label(const struct sc_synth_args *a, int32_t idx)
+{
+    return (int)(hash5(a->seed, TAG_LABEL, (uint32_t)idx, 0, 0) % (uint64_t)a->classes);
+}
+
+static void image_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
+                         const struct tables *tb)
+{
+    int label = image_label(a, idx);
+    int bh = a->r1 - a->r0, bw = a->c1 - a->c0;
+    int side = a->h < a->w ? a->h : a->w;
+    double fmax = 1.0 / 8, fmin = 1.0 / (side > 8 ? side : 8);
+    for (int ch = 0; ch < a->c; ch++) {
+        struct wave wv[IMAGE_K];
+        for (int k = 0; k < IMAGE_K; k++) {
+            uint64_t hc = hash5(a->seed, TAG_CLASS, (uint64_t)label, (uint64_t)ch, (uint64_t)k);
+            uint64_t hs = hash5(a->seed, TAG_JITTER, (uint32_t)idx, (uint64_t)ch, (uint64_t)k);
+            double theta = TWO_PI * unif(hc, 0), f = fmin + (fmax - fmin) * unif(hc, 1);
+            wv[k].kr = TWO_PI * f * cos(theta);
+            wv[k].kc = TWO_PI * f * sin(theta);
+            wv[k].ph = TWO_PI * unif(hc, 2) + (unif(hs, 0) - 0.5);
+            wv[k].amp = 0.1 + 0.2 * unif(hc, 3);
+        }
+        fill_tables(a, tb, ch, wv);
+        uint64_t base = hash5(a->seed, TAG_NOISE, (uint32_t)idx, (uint64_t)ch, 0);
+        for (int r = a->r0; r < a->r1; r++) {
+            float *row = x + ((size_t)ch * bh + (size_t)(r - a->r0)) * bw;
+            field_row(tb, ch, r - a->r0 + MARGIN, MARGIN, bw, row);
+            for (int c = a->c0; c < a->c1; c++) {
+                uint64_t h = mix64(base ^ ((uint64_t)(uint32_t)r << 32 | (uint32_t)c));
+                row[c - a->c0] += ((float)(h >> 40) * 0x1p-24f - 0.5f) * 0.2f;
+            }
+        }
+    }
+    labels[0] = label;
+}
+
+static void mesh_waves(const struct sc_synth_args *a, int32_t idx, int field, struct wave *wv)
+{
+    int side = a->h < a->w ? a->h : a->w;
+    double fmax = 1.0 / 8, fmin = 1.0 / (side / 2.0 > 8 ? side / 2.0 : 8);
+    double sum = 0;
+    for (int k = 0; k < MESH_K; k++) {
+        uint64_t h = hash5(a->seed, TAG_MESH, (uint32_t)idx, (uint64_t)field, (uint64_t)k);
+        double theta = TWO_PI * unif(h, 0), f = fmin + (fmax - fmin) * unif(h, 1);
+        wv[k].kr = TWO_PI * f * cos(theta);
+        wv[k].kc = TWO_PI * f * sin(theta);
+        wv[k].ph = TWO_PI * unif(h, 2);
+        wv[k].amp = 0.5 + 0.5 * unif(h, 3);
+        sum += wv[k].amp;
+    }
+    for (int k = 0; k < MESH_K; k++)
+        wv[k].amp /= sum;
+}
+
+static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
+                        const struct tables *tb, float *rows)
+{
+    int bh = a->r1 - a->r0, bw = a->c1 - a->c0, nf = fields_needed(a);
+    for (int f = 0; f < nf; f++) {
+        struct wave wv[MESH_K];
+        mesh_waves(a, idx, f, wv);
+        fill_tables(a, tb, f, wv);
+    }
+    for (int ch = 0; ch < a->c; ch++)
+        for (int r = 0; r < bh; r++)
+            field_row(tb, ch, r + MARGIN, MARGIN, bw, x + ((size_t)ch * bh + r) * bw);
+    /* label(r,c) = [f0(r-2,c) + f1(r+2,c) - f2(r,c-2) - f3(r,c+2) > 0] */
+    float *f0 = rows, *f1 = f0 + bw, *f2 = f1 + bw, *f3 = f2 + bw;
+    for (int r = 0; r < bh; r++) {
+        int i = r + MARGIN;
+        field_row(tb, 0, i - 2, MARGIN, bw, f0);
+        field_row(tb, 1, i + 2, MARGIN, bw, f1);
+        field_row(tb, 2, i, MARGIN - 2, bw, f2);
+        field_row(tb, 3, i, MARGIN + 2, bw, f3);
+        int32_t *lab = labels + (size_t)r * bw;
+        for (int c = 0; c < bw; c++) {
+            float s = f0[c] + f1[c];
+            s -= f2[c];
+            s -= f3[c];
+            lab[c] = s > 0.0f;
+        }
+    }
+}
+
+/* One sample's block, with a workspace of ws_floats() floats. */
+static void synth_sample_ws(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
+                            float *ws)
+{
+    struct tables tb;
+    ws_floats(a, &tb);
+    tb.t = ws;
+    if (a->kind == SC_SYNTH_MESH)
+        mesh_sample(a, idx, x, labels, &tb, ws + (size_t)fields_needed(a) * field_floats(&tb));
+    else
+        image_sample(a, idx, x, labels, &tb);
+}
+
+static void fill_failed(const struct sc_synth_args *a, float *x, int32_t *labels)
+{
+    size_t nx = x_count(a), nl = label_count(a);
+    for (size_t i = 0; i < nx; i++)
+        x[i] = NAN;
+    for (size_t i = 0; i < nl; i++)
+        labels[i] = -1;
+}
+
+void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels)
+{
+    if (synth_check(a, "synth_sample") || !x || !labels) {
+        fprintf(stderr, "starconv: %s\n", x && labels ? sc_last_error() : "synth_sample: no buffers");
+        return;
+    }
+    struct tables tb;
+    size_t n = ws_floats(a, &tb);
+    float *ws = malloc(n * sizeof(float));
+    if (!ws) {
+        fprintf(stderr, "starconv: synth_sample: cannot allocate %zu bytes\n", n * sizeof(float));
+        fill_failed(a, x, labels);
+        return;
+    }
+    synth_sample_ws(a, idx, x, labels, ws);
+    free(ws);
+}
+
+/* ---- the codelet ---- */
+
+struct synth_task_args {
+    struct sc_synth_args a;
+    int32_t idx[];
+};
+
+static void cl_synth_load_cpu_func(void *buffers[], void *cl_arg)
+{
+    const struct synth_task_args *ta = cl_arg;
+    const struct sc_synth_args *a = &ta->a;
+    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    size_t nx = x_count(a), nl = label_count(a);
+    struct tables tb;
+    size_t n = ws_floats(a, &tb);
+    float *ws = malloc(n * sizeof(float));
+    for (int s = 0; s < a->n; s++) {
+        if (ws)
+            synth_sample_ws(a, ta->idx[s], x + s * nx, labels + s * nl, ws);
+        else
+            fill_failed(a, x + s * nx, labels + s * nl);
+    }
+    if (!ws)
+        fprintf(stderr, "starconv: synth_load: cannot allocate %zu bytes\n", n * sizeof(float));
+    free(ws);
+}
+
+/* The seed, block origin and indices change from task to task; only the
+ * kind and the block's shape decide the cost. */
+static uint32_t synth_footprint(struct starpu_task *task)
+{
+    const struct sc_synth_args *a = &((const struct synth_task_args *)task->cl_arg)->a;
+    uint32_t h = starpu_hash_crc32c_be(a->kind, 0);
+    h = starpu_hash_crc32c_be(a->c, h);
+    h = starpu_hash_crc32c_be(a->r1 - a->r0, h);
+    h = starpu_hash_crc32c_be(a->c1 - a->c0, h);
+    return starpu_hash_crc32c_be(a->n, h);
+}
+
+static struct starpu_perfmodel synth_load_model = {
+    .type = STARPU_HISTORY_BASED, .symbol = "sc_synth_load", .footprint = synth_footprint};
+
+static struct starpu_codelet cl_synth_load = {
+    .cpu_funcs = {cl_synth_load_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_W, STARPU_W},
+    .model = &synth_load_model,
+    .name = "synth_load",
+};
+
+int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, starpu_data_handle_t x,
+                         starpu_data_handle_t labels, const char *name)
+{
+    int ret;
+    if ((ret = synth_check(a, "synth_load")))
+        return ret;
+    if (a->n < 1)
+        return sc_error(SC_ERR_SHAPE, "synth_load: %d samples in the tile", a->n);
+    if (!idx)
+        return sc_error(SC_ERR_ARG, "synth_load: no sample indices");
+    for (int s = 0; s < a->n; s++)
+        if (idx[s] < 0)
+            return sc_error(SC_ERR_ARG, "synth_load: negative sample index %d at %d", (int)idx[s], s);
+    if ((ret = sc_check_vec(x, (size_t)a->n * x_count(a), sizeof(float), "synth_load", "x")) ||
+        (ret = sc_check_vec(labels, (size_t)a->n * label_count(a), sizeof(int32_t), "synth_load",
+                            "labels")))
+        return ret;
+    size_t size = sizeof(struct synth_task_args) + (size_t)a->n * sizeof(int32_t);
+    struct synth_task_args *ta = malloc(size);
+    if (!ta)
+        return sc_error(SC_ERR_NOMEM, "synth_load: cannot allocate %zu bytes", size);
+    ta->a = *a;
+    memcpy(ta->idx, idx, (size_t)a->n * sizeof(int32_t));
+    ret = starpu_task_insert(&cl_synth_load, STARPU_CL_ARGS, ta, size, STARPU_W, x, STARPU_W, labels,
+                             SC_TASK_ATTRS(name), 0);
+    return sc_insert_result(ret, "synth_load");
+}

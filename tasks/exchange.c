@@ -1,0 +1,198 @@
+/* Fetch plans over split tensors: halo exchange and redistribution (see
+ * tasks.h).  Every rank enumerates all (consumer rank, tile) x (source
+ * rank, tile) pairs in the same order, so piece k has tag base + k on both
+ * sides without any negotiation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "starconv.h"
+#include "tasks.h"
+
+struct piece {
+    int peer;                  /* the other rank */
+    int tile;                  /* sends: the source tile; receives: the consumer tile */
+    struct sc_region_src desc; /* samples and box it holds */
+    struct sc_region_src from; /* sends: the whole source tile it is cut from */
+    float *mem;
+    starpu_data_handle_t h;
+    int64_t tag;
+};
+
+struct local {                 /* a consumer tile's part held by one of our own source tiles */
+    int tile, src_tile;
+    struct sc_region_src desc; /* the whole source tile */
+};
+
+struct sc_fetch {
+    MPI_Comm comm;
+    int channels, ntiles;
+    int nsend, nrecv, nlocal;
+    struct piece *send, *recv;
+    struct local *local;
+    size_t bytes;
+    char pack_name[64], comm_name[64];
+};
+
+static int sample_overlap(int a0, int an, int b0, int bn, int *s0, int *n)
+{
+    *s0 = a0 > b0 ? a0 : b0;
+    int e = a0 + an < b0 + bn ? a0 + an : b0 + bn;
+    *n = e - *s0;
+    return *n > 0;
+}
+
+static int add_piece(struct piece **v, int *n, struct piece p)
+{
+    struct piece *nv = realloc(*v, (size_t)(*n + 1) * sizeof(**v));
+    if (!nv)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    *v = nv;
+    (*v)[(*n)++] = p;
+    return 0;
+}
+
+static int alloc_piece(struct sc_fetch *f, struct piece *p)
+{
+    size_t n = (size_t)p->desc.n * f->channels * sc_box_area(p->desc.box);
+    if (!(p->mem = malloc(n * sizeof(float))))
+        return sc_error(SC_ERR_NOMEM, "out of memory (%zu bytes for an exchange)", n * sizeof(float));
+    starpu_vector_data_register(&p->h, STARPU_MAIN_RAM, (uintptr_t)p->mem, (uint32_t)n, sizeof(float));
+    f->bytes += n * sizeof(float);
+    return 0;
+}
+
+int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int channels, const struct sc_layout *dst,
+                    sc_need_fn need, void *ctx, int rank, MPI_Comm comm, const char *name)
+{
+    struct sc_fetch *f = calloc(1, sizeof(*f));
+    if (!f)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    f->comm = comm;
+    f->channels = channels;
+    f->ntiles = dst->ntiles;
+    snprintf(f->pack_name, sizeof(f->pack_name), "%s.pack", name);
+    snprintf(f->comm_name, sizeof(f->comm_name), "%s", name);
+    int P = dst->grid.size, err = 0;
+    int64_t k = 0;
+    for (int r = 0; r < P; r++)
+        for (int t = 0; t < dst->ntiles; t++) {
+            int ts0, tn;
+            sc_layout_tile_samples(dst, r, t, &ts0, &tn);
+            struct sc_box want = need(ctx, r, t);
+            for (int q = 0; q < P; q++) {
+                struct sc_box have = sc_layout_box(src, q);
+                struct sc_box part = sc_box_intersect(want, have);
+                if (sc_box_empty(part) || tn < 1)
+                    continue;
+                for (int u = 0; u < src->ntiles; u++) {
+                    int us0, un, s0, n;
+                    sc_layout_tile_samples(src, q, u, &us0, &un);
+                    if (!sample_overlap(ts0, tn, us0, un, &s0, &n))
+                        continue;
+                    if (q == r) {
+                        if (r != rank)
+                            continue;
+                        struct local *nl = realloc(f->local, (size_t)(f->nlocal + 1) * sizeof(*nl));
+                        if (!nl) {
+                            err = sc_error(SC_ERR_NOMEM, "out of memory");
+                            goto done;
+                        }
+                        f->local = nl;
+                        f->local[f->nlocal++] = (struct local){t, u, {us0, un, have}};
+                        continue;
+                    }
+                    struct piece p = {.desc = {s0, n, part}, .tag = k++};
+                    if (q == rank) {
+                        p.peer = r, p.tile = u, p.from = (struct sc_region_src){us0, un, have};
+                        err = add_piece(&f->send, &f->nsend, p);
+                    } else if (r == rank) {
+                        p.peer = q, p.tile = t;
+                        err = add_piece(&f->recv, &f->nrecv, p);
+                    }
+                    if (err)
+                        goto done;
+                }
+            }
+        }
+    int64_t base = sc_tags_reserve(k ? k : 1);
+    for (int i = 0; i < f->nsend && !err; i++) {
+        f->send[i].tag += base;
+        err = alloc_piece(f, &f->send[i]);
+    }
+    for (int i = 0; i < f->nrecv && !err; i++) {
+        f->recv[i].tag += base;
+        err = alloc_piece(f, &f->recv[i]);
+    }
+done:
+    if (err) {
+        sc_fetch_destroy(f);
+        return err;
+    }
+    *out = f;
+    return 0;
+}
+
+void sc_fetch_destroy(struct sc_fetch *f)
+{
+    if (!f)
+        return;
+    for (int i = 0; i < f->nsend + f->nrecv; i++) {
+        struct piece *p = i < f->nsend ? &f->send[i] : &f->recv[i - f->nsend];
+        if (p->h)
+            starpu_data_unregister(p->h);
+        free(p->mem);
+    }
+    free(f->send);
+    free(f->recv);
+    free(f->local);
+    free(f);
+}
+
+int sc_fetch_submit(struct sc_fetch *f, starpu_data_handle_t *src_tiles)
+{
+    int err;
+    for (int i = 0; i < f->nrecv; i++) {
+        struct piece *p = &f->recv[i];
+        if ((err = sc_recv_piece(p->h, p->peer, p->tag, f->comm, f->comm_name)))
+            return err;
+    }
+    for (int i = 0; i < f->nsend; i++) {
+        struct piece *p = &f->send[i];
+        struct sc_region_args a = {.op = SC_REGION_COPY, .s0 = p->desc.s0, .n = p->desc.n, .c = f->channels,
+                                   .region = p->desc.box, .dst_s0 = p->desc.s0, .dst_n = p->desc.n,
+                                   .dst_box = p->desc.box, .na = 1};
+        a.src[0] = p->from;
+        if ((err = sc_insert_region(&a, &src_tiles[p->tile], NULL, p->h, f->pack_name)) ||
+            (err = sc_send_piece(p->h, p->peer, p->tag, f->comm, f->comm_name)))
+            return err;
+    }
+    return 0;
+}
+
+int sc_fetch_sources(const struct sc_fetch *f, starpu_data_handle_t *src_tiles, int t, const struct sc_box *win,
+                     struct sc_region_src *desc, starpu_data_handle_t *h, int max)
+{
+    int n = 0;
+    for (int i = 0; i < f->nlocal + f->nrecv; i++) {
+        const struct sc_region_src *d = i < f->nlocal ? &f->local[i].desc : &f->recv[i - f->nlocal].desc;
+        int tile = i < f->nlocal ? f->local[i].tile : f->recv[i - f->nlocal].tile;
+        if (tile != t || (win && sc_box_empty(sc_box_intersect(*win, d->box))))
+            continue;
+        if (n == max)
+            return sc_error(SC_ERR_SHAPE, "%s: a tile needs more than %d source blocks; use fewer ranks or "
+                            "workers for this layer", f->comm_name, max);
+        desc[n] = *d;
+        h[n++] = i < f->nlocal ? src_tiles[f->local[i].src_tile] : f->recv[i - f->nlocal].h;
+    }
+    return n;
+}
+
+int sc_fetch_nrecv(const struct sc_fetch *f)
+{
+    return f->nrecv;
+}
+
+size_t sc_fetch_bytes(const struct sc_fetch *f)
+{
+    return f ? f->bytes : 0;
+}

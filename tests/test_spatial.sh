@@ -1,0 +1,78 @@
+# Spatial and hybrid parallelism compute what one rank computes (Dryden et
+# al.): the gradients of the first iteration (the momentum after it) and the
+# weights after 3 iterations agree with 1 rank (relative 1e-5) for grids
+# h2, w2, h2w2, n2h2, with 2 workers per rank, and with a grid per layer
+# (redistribution between them).  tests/models/spatial.cfg has kernels
+# 1, 3, 5, 7, strides 1 and 2 (and one larger than its kernel), padding,
+# odd sizes, max and average pooling, and a layer thinner than its halo.
+. "$TOP_SRCDIR/tests/common.sh"
+
+SPATIAL="$TOP_SRCDIR/tests/models/spatial.cfg"
+MIXED="$TOP_SRCDIR/tests/models/mixed.cfg"
+common="--batch 8 --lr 0.05 --momentum 0.9 --weight-decay 0.0005 --shuffle off --test off --seed 11"
+
+# ref MODEL ITERS: the 1-rank result
+ref() {
+  run 1 1 --model "$1" $common --iters "$2" --save "$WORK/ref-$(basename "$1" .cfg)-$2.safetensors" >/dev/null ||
+    fail "reference run of $1 ($2 iterations)"
+}
+
+# same NP NCPU MODEL ITERS WHAT ARGS...: a run against its reference
+same() {
+  np=$1 ncpu=$2 model=$3 iters=$4 what=$5
+  shift 5
+  out="$WORK/out.safetensors"
+  rm -f "$out"
+  if run "$np" "$ncpu" --model "$model" $common --iters "$iters" --save "$out" "$@" >"$WORK/log" 2>&1; then
+    if "$COMPARE" "$out" "$WORK/ref-$(basename "$model" .cfg)-$iters.safetensors" 1e-5; then
+      ok "$what matches 1 rank"
+    else
+      fail "$what differs from 1 rank"
+    fi
+  else
+    fail "$what: the run failed"
+    tail -3 "$WORK/log"
+  fi
+}
+
+ref "$SPATIAL" 1
+ref "$SPATIAL" 3
+# the same layers without parallel= keys, on 1 rank
+run 1 1 --model "$MODELS/lenet.cfg" $common --iters 3 --save "$WORK/ref-mixed-3.safetensors" >/dev/null ||
+  fail "reference run of lenet.cfg"
+run 1 1 --model "$SPATIAL" $common --iters 0 --save "$WORK/init.safetensors" >/dev/null || fail "init run"
+# the comparison must be able to fail: training moved the weights
+if "$COMPARE" "$WORK/ref-spatial-3.safetensors" "$WORK/init.safetensors" 1e-3 >/dev/null; then
+  fail "weights did not change in 3 iterations"
+else
+  ok "weights changed from the initialization"
+fi
+
+same 2 1 "$SPATIAL" 1 "h2, gradients of iteration 1" --parallel h2
+same 2 1 "$SPATIAL" 3 "h2, weights after 3 iterations" --parallel h2
+same 2 1 "$SPATIAL" 3 "w2" --parallel w2
+same 2 2 "$SPATIAL" 3 "w2 with 2 workers per rank" --parallel w2
+same 4 1 "$SPATIAL" 1 "h2w2, gradients of iteration 1" --parallel h2w2
+same 4 1 "$SPATIAL" 3 "h2w2" --parallel h2w2
+same 4 1 "$SPATIAL" 3 "n2h2" --parallel n2h2
+same 4 1 "$MIXED" 3 "a grid per layer (h2w2, n2h2, n2w2, n4)"
+
+# refused clearly
+expect_refused() {
+  what=$1 msg=$2
+  shift 2
+  if run "$@" >"$WORK/log" 2>&1; then
+    fail "$what was accepted"
+  elif grep -q "$msg" "$WORK/log"; then
+    ok "$what refused: $(grep -m1 "$msg" "$WORK/log")"
+  else
+    fail "$what: wrong message"
+    cat "$WORK/log"
+  fi
+}
+expect_refused "a grid of 4 ranks on 2" "has 4 ranks but 2 were started" 2 1 --model "$SPATIAL" $common --iters 1 --parallel h2w2
+expect_refused "channel splitting" "channel and filter splitting are not implemented" 2 1 --model "$SPATIAL" $common --iters 1 --parallel c2
+expect_refused "a layer smaller than its grid" "cannot be split over" 4 1 --model "$SPATIAL" $common --iters 1 --parallel h4
+sed 's/^\[connected\]$/[connected]\nparallel=h2w2/' "$MIXED" >"$WORK/bad.cfg"
+expect_refused "parallel= on a fully connected layer" "needs whole samples" 4 1 --model "$WORK/bad.cfg" $common --iters 1
+finish
