@@ -316,17 +316,28 @@ static void cl_synth_load_cpu_func(void *buffers[], void *cl_arg)
     const struct synth_task_args *ta = cl_arg;
     const struct sc_synth_args *a = &ta->a;
     float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
     size_t nx = x_count(a), nl = label_count(a);
+    /* without a labels handle (the loss's tiles get theirs from
+     * synth_labels), one sample's labels go to a scratch array */
+    int own = STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) > 1;
+    int32_t *labels = own ? (int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]) : malloc(nl * sizeof(int32_t));
     struct tables tb;
     size_t n = ws_floats(a, &tb);
     float *ws = malloc(n * sizeof(float));
     for (int s = 0; s < a->n; s++) {
-        if (ws)
-            synth_sample_ws(a, ta->idx[s], x + s * nx, labels + s * nl, ws);
-        else
-            fill_failed(a, x + s * nx, labels + s * nl);
+        int32_t *lab = labels ? labels + (own ? s * nl : 0) : NULL;
+        if (ta->idx[s] < 0) { /* padding: zeros, and a label the loss ignores */
+            memset(x + s * nx, 0, nx * sizeof(float));
+            for (size_t i = 0; lab && i < nl; i++)
+                lab[i] = -1;
+        } else if (ws && lab) {
+            synth_sample_ws(a, ta->idx[s], x + s * nx, lab, ws);
+        } else if (lab) {
+            fill_failed(a, x + s * nx, lab);
+        }
     }
+    if (!own)
+        free(labels);
     if (!ws)
         fprintf(stderr, "starconv: synth_load: cannot allocate %zu bytes\n", n * sizeof(float));
     free(ws);
@@ -349,8 +360,7 @@ static struct starpu_perfmodel synth_load_model = {
 
 static struct starpu_codelet cl_synth_load = {
     .cpu_funcs = {cl_synth_load_cpu_func},
-    .nbuffers = 2,
-    .modes = {STARPU_W, STARPU_W},
+    .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &synth_load_model,
     .name = "synth_load",
 };
@@ -366,11 +376,11 @@ int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, star
     if (!idx)
         return sc_error(SC_ERR_ARG, "synth_load: no sample indices");
     for (int s = 0; s < a->n; s++)
-        if (idx[s] < 0)
+        if (idx[s] < -1)
             return sc_error(SC_ERR_ARG, "synth_load: negative sample index %d at %d", (int)idx[s], s);
     if ((ret = sc_check_vec(x, (size_t)a->n * x_count(a), sizeof(float), "synth_load", "x")) ||
-        (ret = sc_check_vec(labels, (size_t)a->n * label_count(a), sizeof(int32_t), "synth_load",
-                            "labels")))
+        (labels && (ret = sc_check_vec(labels, (size_t)a->n * label_count(a), sizeof(int32_t), "synth_load",
+                                       "labels"))))
         return ret;
     size_t size = sizeof(struct synth_task_args) + (size_t)a->n * sizeof(int32_t);
     struct synth_task_args *ta = malloc(size);
@@ -378,7 +388,81 @@ int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, star
         return sc_error(SC_ERR_NOMEM, "synth_load: cannot allocate %zu bytes", size);
     ta->a = *a;
     memcpy(ta->idx, idx, (size_t)a->n * sizeof(int32_t));
-    ret = starpu_task_insert(&cl_synth_load, STARPU_CL_ARGS, ta, size, STARPU_W, x, STARPU_W, labels,
+    struct starpu_data_descr d[2] = {{x, STARPU_W}, {labels, STARPU_W}};
+    ret = starpu_task_insert(&cl_synth_load, STARPU_CL_ARGS, ta, size, STARPU_DATA_MODE_ARRAY, d, labels ? 2 : 1,
                              SC_TASK_ATTRS(name), 0);
     return sc_insert_result(ret, "synth_load");
+}
+
+/* ---- labels at another resolution ---- */
+
+struct synth_labels_args {
+    struct sc_synth_args a; /* the input's shape; n */
+    int oh, ow;             /* the loss's resolution */
+    struct sc_box box;      /* the loss tile's block */
+    int32_t idx[];
+};
+
+static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
+{
+    const struct synth_labels_args *ta = cl_arg;
+    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    struct sc_synth_args one = ta->a;
+    int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
+    float *x = malloc((size_t)one.c * sizeof(float));
+    struct tables tb;
+    one.n = 1, one.r0 = 0, one.r1 = 1, one.c0 = 0, one.c1 = 1;
+    float *ws = malloc(ws_floats(&one, &tb) * sizeof(float));
+    size_t i = 0;
+    for (int s = 0; s < ta->a.n; s++) {
+        if (one.kind != SC_SYNTH_MESH) {
+            if (ta->idx[s] < 0 || !x || !ws)
+                labels[i++] = -1;
+            else
+                synth_sample_ws(&one, ta->idx[s], x, &labels[i++], ws);
+            continue;
+        }
+        /* output pixel (r, c) stands for the input cell of its stride; it
+         * takes the label at the cell's centre */
+        for (int r = ta->box.r0; r < ta->box.r1; r++)
+            for (int c = ta->box.c0; c < ta->box.c1; c++) {
+                one.r0 = r * fr + fr / 2, one.r1 = one.r0 + 1, one.c0 = c * fc + fc / 2, one.c1 = one.c0 + 1;
+                if (ta->idx[s] < 0 || !x || !ws)
+                    labels[i++] = -1;
+                else
+                    synth_sample_ws(&one, ta->idx[s], x, &labels[i++], ws);
+            }
+    }
+    free(x);
+    free(ws);
+}
+
+static struct starpu_codelet cl_synth_labels = {
+    .cpu_funcs = {cl_synth_labels_cpu_func},
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .name = "synth_labels",
+};
+
+int sc_insert_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
+                           starpu_data_handle_t labels, const char *name)
+{
+    int ret;
+    if ((ret = synth_check(a, "synth_labels")))
+        return ret;
+    if (a->n < 1 || !idx || oh < 1 || ow < 1 || oh > a->h || ow > a->w || box.r0 < 0 || box.r1 > oh ||
+        box.c0 < 0 || box.c1 > ow || sc_box_empty(box))
+        return sc_error(SC_ERR_ARG, "synth_labels: bad arguments (n %d, %dx%d)", a->n, oh, ow);
+    size_t per = a->kind == SC_SYNTH_MESH ? (size_t)sc_box_area(box) : 1;
+    if ((ret = sc_check_vec(labels, (size_t)a->n * per, sizeof(int32_t), "synth_labels", "labels")))
+        return ret;
+    size_t size = sizeof(struct synth_labels_args) + (size_t)a->n * sizeof(int32_t);
+    struct synth_labels_args *ta = malloc(size);
+    if (!ta)
+        return sc_error(SC_ERR_NOMEM, "synth_labels: cannot allocate %zu bytes", size);
+    memset(ta, 0, sizeof *ta);
+    ta->a = *a, ta->oh = oh, ta->ow = ow, ta->box = box;
+    memcpy(ta->idx, idx, (size_t)a->n * sizeof(int32_t));
+    ret = starpu_task_insert(&cl_synth_labels, STARPU_CL_ARGS, ta, size, STARPU_W, labels, SC_TASK_ATTRS(name), 0);
+    return sc_insert_result(ret, "synth_labels");
 }

@@ -28,6 +28,8 @@
 #include <starpu.h>
 #include <stdint.h>
 
+#include "box.h"
+
 enum sc_synth_kind { SC_SYNTH_IMAGE, SC_SYNTH_MESH };
 
 /* No padding (seed first, then 10 ints): the struct is hashed and copied
@@ -57,6 +59,13 @@ int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, star
  * the block of sample idx; a->n is ignored.  It writes a line on stderr
  * and leaves the buffers alone on bad arguments, and fills x with NaN and
  * labels with -1 when out of memory. */
+/* The labels a loss at resolution oh x ow sees, for its tile's block
+ * (rows and columns at that resolution): IMAGE: n labels; MESH: per pixel,
+ * the label at the centre of the input cell the pixel stands for.  Index
+ * -1: padding, label -1.  W labels (int32). */
+int sc_insert_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
+                           starpu_data_handle_t labels, const char *name);
+
 void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels);
 
 /* Elements of x and of labels for one sample of the block of a (0 when

@@ -132,7 +132,11 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
     if (net->nlayers == 0 || !net->layers[net->nlayers - 1].is_loss)
         return sc_error(SC_ERR_PARSE, "%s: the last layer must be [softmax]", cfg->path);
     struct sc_layer *loss = &net->layers[net->nlayers - 1];
-    if (net->nlayers < 2 || sc_shape_size(&loss->in) != (size_t)net->classes)
+    if (!loss->whole_sample) { /* per pixel */
+        if (loss->in.c != net->classes)
+            return sc_error(SC_ERR_SHAPE, "%s:%d: [softmax] per_pixel=1 gets %d channels but [net] has classes=%d",
+                            cfg->path, loss->line, loss->in.c, net->classes);
+    } else if (net->nlayers < 2 || sc_shape_size(&loss->in) != (size_t)net->classes)
         return sc_error(SC_ERR_SHAPE, "%s:%d: [softmax] gets %zu values per sample but [net] has classes=%d",
                         cfg->path, loss->line, sc_shape_size(&loss->in), net->classes);
     return 0;
@@ -261,6 +265,7 @@ struct sc_net_dist {
     struct sc_runtime *rt;
     struct sc_comm_opts comm;
     int spatial;                     /* some layer is not split like the batch over all ranks */
+    int loss_pixels;                 /* per-pixel loss: pixels per sample; else 1 */
     int global_batch, local_batch, ntiles, tile_max;
     int *tile_n;                     /* samples per tile for a full batch */
     float **x0;                      /* per tile: input */
@@ -744,6 +749,48 @@ static void summarize(struct sc_net *net)
         }
 }
 
+void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
+{
+    const struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, P = D->rt->size;
+    const struct layer_data *first = &D->ld[0];
+    size_t F = sizeof(float), window = 0;
+    *r = (struct sc_mem_report){0, 0, 0};
+    r->activations = (size_t)T * first->tile_max * net->input.c * sc_box_area(first->in_box) * F;
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_layer *L = &net->layers[l];
+        const struct layer_data *d = &D->ld[l];
+        size_t out = (size_t)d->tile_max * L->out.c * sc_box_area(d->out_box) * F;
+        size_t in = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box) * F;
+        if (!L->is_loss)
+            r->activations += 2 * T * out;
+        if (d->hxin)
+            r->activations += 2 * T * in;
+        r->activations += sc_fetch_bytes(d->redist_fwd) + sc_fetch_bytes(d->redist_bwd) +
+                          sc_fetch_bytes(d->halo_x) + sc_fetch_bytes(d->halo_dy);
+        if (d->replicated)
+            r->activations += (size_t)(P - 1) * T * (in + out);
+        if (L->scratch_bytes > 1 && !L->is_loss)
+            r->workspaces += (size_t)T * L->scratch_bytes;
+        size_t halo_in = in;
+        if (d->halo_x) { /* the window with its halo */
+            struct need_ctx c = {(struct sc_net *)net, l};
+            halo_in = (size_t)d->tile_max * L->in.c * sc_box_area(need_x(&c, D->rt->rank, 0)) * F;
+        }
+        if (halo_in + out > window)
+            window = halo_in + out;
+        if (!L->nparams)
+            continue;
+        size_t p = L->nparams * F;
+        r->parameters += 3 * p; /* weights, momentum, reduced gradient */
+        if (d->htile_g)
+            r->parameters += (size_t)(T - 1) * p;
+        if (d->replicated)
+            r->parameters += (size_t)(P * T - 1) * p;
+    }
+    r->workspaces += (size_t)D->rt->ncpu * window;
+}
+
 const char *sc_net_comm_summary(const struct sc_net *net)
 {
     return net->dist ? net->dist->summary : "";
@@ -787,9 +834,12 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     ALLOC_ARRAY(D->hstats, T);
     ALLOC_ARRAY(D->heval_acc, T);
     size_t pixels = (size_t)net->input.c * sc_box_area(first->in_box);
+    struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    size_t labels = (size_t)last->tile_max * (loss->whole_sample ? 1 : sc_box_area(last->in_box));
+    D->loss_pixels = loss->whole_sample ? 1 : loss->in.h * loss->in.w;
     for (int t = 0; t < T; t++)
         if ((err = reg_vec(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tile_max * pixels, sizeof(float))) ||
-            (err = reg_vec(&D->hlabels[t], (void **)&D->labels[t], last->tile_max, sizeof(int32_t))) ||
+            (err = reg_vec(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
             (err = reg_vec(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
             (err = reg_vec(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
             return err;
@@ -945,7 +995,21 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
     sc_task_set_priority(D->critical_priority);
     struct sc_load_block blk = {ds->c, ds->h, ds->w, first->in_box.r0, first->in_box.r1, first->in_box.c0,
                                 first->in_box.c1};
-    for (int t = 0; t < D->ntiles; t++) {
+    for (int t = 0; t < D->ntiles && ds->synthetic; t++) {
+        struct sc_layer *loss = &net->layers[net->nlayers - 1];
+        struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->in_box;
+        struct sc_synth_args a = {.seed = ds->seed, .kind = ds->synthetic - 1, .c = ds->c, .h = ds->h, .w = ds->w,
+                                  .classes = ds->classes, .r0 = first->in_box.r0, .r1 = first->in_box.r1,
+                                  .c0 = first->in_box.c0, .c1 = first->in_box.c1, .n = first->tile_n[t]};
+        if (a.n && (err = sc_insert_synth_load(&a, idx + first->tile_s0[t], D->hx0[t], NULL, D->load_name)))
+            return err;
+        a.n = last->tile_n[t];
+        if (a.n && (err = sc_insert_synth_labels(&a, loss->whole_sample ? 1 : loss->in.h,
+                                                 loss->whole_sample ? 1 : loss->in.w, lb,
+                                                 idx + last->tile_s0[t], D->hlabels[t], D->load_name)))
+            return err;
+    }
+    for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
         if (!D->spatial) { /* one task for both when the tiles are alike */
             if ((err = sc_insert_load_batch(ds->images, ds->labels, (int)sc_shape_size(&net->input), first->tile_n[t],
                                             idx + first->tile_s0[t], D->hx0[t], D->hlabels[t], D->load_name)))
@@ -1096,7 +1160,7 @@ double sc_net_last_loss(struct sc_net *net)
 {
     double s[2];
     sum_stats(net, net->dist->hstats, net->dist->stats, s);
-    return s[0] / net->dist->global_batch;
+    return s[0] / net->dist->global_batch / net->dist->loss_pixels;
 }
 
 int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss)
@@ -1131,8 +1195,8 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
     free(idx);
     double s[2];
     sum_stats(net, D->heval_acc, D->eval_acc, s);
-    *loss = s[0] / ds->n;
-    *accuracy = s[1] / ds->n;
+    *loss = s[0] / ds->n / D->loss_pixels;
+    *accuracy = s[1] / ds->n / D->loss_pixels;
     return 0;
 }
 

@@ -57,6 +57,18 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
 const char *sc_net_comm_summary(const struct sc_net *net);
 void sc_net_destroy(struct sc_net *net);
 
+/* What this rank's plan allocates, by kind: activations (every layer's
+ * output and its gradient per tile, input tiles, halo and redistribution
+ * buffers), parameters (weights, momentum, gradients and per-tile partial
+ * gradients), workspaces (pooling workspaces, and an estimate of the
+ * per-worker kernel buffers: one input window and one output block of the
+ * largest layer per worker).  Everything is allocated at setup, so this is
+ * starconv's peak; oneDNN's and StarPU's own overheads are not counted. */
+struct sc_mem_report {
+    size_t activations, parameters, workspaces;
+};
+void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
+
 /* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
  * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking. */
 int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,

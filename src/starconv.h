@@ -88,7 +88,17 @@ struct sc_dataset {
     int classes;        /* 10 for Fashion-MNIST */
     uint8_t *images;    /* n * c*h*w bytes, 0..255 */
     uint8_t *labels;    /* n bytes, 0..classes-1 */
+    int synthetic;      /* 0: the above; else 1 + enum sc_synth_kind: samples generated on
+                         * the fly from (seed, index), images and labels NULL */
+    uint64_t seed;
 };
+
+/* "synthetic:CxHxW:K" (images with K classes, e.g. synthetic:3x224x224:1000)
+ * or "synthetic-mesh:SIZE" (18 x SIZE x SIZE fields with a per-pixel label
+ * in {0, 1}): a generated data set.  test: the held-out split (other
+ * samples).  Returns SC_ERR_ARG naming what is wrong, or 1 when spec is not
+ * a synthetic one (a directory). */
+int sc_dataset_synthetic(const char *spec, int test, struct sc_dataset *out);
 
 /* Load "<dir>/<prefix>-images-idx3-ubyte[.gz]" and
  * "<dir>/<prefix>-labels-idx1-ubyte[.gz]" (prefix "train" or "t10k").

@@ -35,6 +35,8 @@ struct sc_train_opts {
     const char *trace;     /* Chrome trace file, or NULL */
     long trace_first, trace_last;  /* traced iterations (from 1); 0: none */
     int report;            /* print the overlap report */
+    int report_memory;     /* print each rank's memory */
+    double mem_limit;      /* bytes per rank; 0: none */
 };
 
 void sc_train_opts_default(struct sc_train_opts *o);

@@ -20,6 +20,11 @@ static const char usage[] =
     "\n"
     "  --model FILE         network (.cfg); default models/lenet.cfg\n"
     "  --data DIR           IDX files (train-*, t10k-*); default /usr/share/datasets/fashion-mnist\n"
+    "  --data synthetic:CxHxW:K  SYNTHETIC images of K classes generated on the fly (class-\n"
+    "                       dependent smooth patterns plus noise; 10000 training, 500 test)\n"
+    "  --data synthetic-mesh:SIZE  SYNTHETIC 18 x SIZE x SIZE smooth random fields with a\n"
+    "                       per-pixel label that depends on each pixel's neighbourhood\n"
+    "                       (like the mesh-tangling data of Dryden et al.; 1000 + 16)\n"
     "                       (Debian package dataset-fashion-mnist)\n"
     "  --epochs N           passes over the training set; default 1\n"
     "  --iters N            stop after N iterations in all (0: initialize, save, stop)\n"
@@ -57,6 +62,9 @@ static const char usage[] =
     "                       convolutions and poolings exchange halos as tasks; fully\n"
     "                       connected and softmax layers stay sample parallel, and the\n"
     "                       data is redistributed between layers split differently\n"
+    "  --report-memory      print each rank's bytes for activations, parameters and\n"
+    "                       workspaces (all allocated at setup: starconv's peak)\n"
+    "  --mem-limit BYTES    refuse to run when a rank would need more (e.g. 2e9)\n"
     "\n"
     "Seeing the overlap:\n"
     "  --trace FILE         Chrome trace-event JSON of the traced iterations (Perfetto,\n"
@@ -143,9 +151,11 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"priorities", required_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'},
         {"trace-iters", required_argument, 0, 'I'}, {"report", no_argument, 0, 'R'},
         {"list-sched", no_argument, 0, 'Q'},    {"parallel", required_argument, 0, 'G'},
+        {"report-memory", no_argument, 0, 'Y'}, {"mem-limit", required_argument, 0, 'Z'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     long v;
+    float v_mem = 0;
     int c, err = 0;
     opterr = 0;
     while (!err && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -170,6 +180,8 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         case 'P': err = parse_onoff(name, optarg, &o->comm.priorities); break;
         case 'T': o->trace = optarg; break;
         case 'G': o->comm.parallel = optarg; break;
+        case 'Y': o->report_memory = 1; break;
+        case 'Z': err = parse_float(name, optarg, 1, &v_mem), o->mem_limit = v_mem; break;
         case 'I': err = parse_range(name, optarg, &o->trace_first, &o->trace_last); break;
         case 'R': o->report = 1; break;
         case 'Q': return 2;
@@ -225,11 +237,47 @@ static int check_trace_range(struct sc_train_opts *o, int nsamples)
     return 0;
 }
 
+/* --report-memory and --mem-limit: every rank's share, on rank 0. */
+static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *rt, const struct sc_net *net)
+{
+    struct sc_mem_report m;
+    sc_net_memory(net, &m);
+    double mine[3] = {(double)m.activations, (double)m.parameters, (double)m.workspaces};
+    double *all = malloc(sizeof(double) * 3 * rt->size);
+    if (!all)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, rt->ctl);
+    int worst = 0;
+    for (int r = 0; r < rt->size; r++)
+        if (all[3 * r] + all[3 * r + 1] + all[3 * r + 2] > all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2])
+            worst = r;
+    if (o->report_memory && rt->rank == 0) {
+        printf("memory per rank (bytes)\n%4s %14s %14s %14s %14s\n", "rank", "activations", "parameters",
+               "workspaces", "total");
+        for (int r = 0; r < rt->size; r++)
+            printf("%4d %14.0f %14.0f %14.0f %14.0f\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],
+                   all[3 * r] + all[3 * r + 1] + all[3 * r + 2]);
+        fflush(stdout);
+    }
+    double total = all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2];
+    int err = 0;
+    if (o->mem_limit > 0 && total > o->mem_limit)
+        err = sc_error(SC_ERR_ARG, "rank %d needs %.0f bytes (activations %.0f, parameters %.0f, workspaces "
+                       "%.0f), over --mem-limit %.0f: split the samples over more ranks (--parallel h2w2) or "
+                       "use a smaller batch", worst, total, all[3 * worst], all[3 * worst + 1], all[3 * worst + 2],
+                       o->mem_limit);
+    free(all);
+    return err;
+}
+
 static int check_data(const struct sc_net *net, const struct sc_dataset *ds, const char *dir)
 {
     if (ds->c != net->input.c || ds->h != net->input.h || ds->w != net->input.w)
         return sc_error(SC_ERR_SHAPE, "%s: samples are %dx%dx%d but the model's input is %dx%dx%d", dir, ds->c,
                         ds->h, ds->w, net->input.c, net->input.h, net->input.w);
+    if (!net->layers[net->nlayers - 1].whole_sample && ds->synthetic != 1 + SC_SYNTH_MESH)
+        return sc_error(SC_ERR_ARG, "%s: a per-pixel [softmax] needs per-pixel labels (--data synthetic-mesh:SIZE)",
+                        dir);
     if (ds->classes != net->classes)
         return sc_error(SC_ERR_SHAPE, "%s: %d classes but the model has classes=%d", dir, ds->classes,
                         net->classes);
@@ -258,8 +306,14 @@ int main(int argc, char **argv)
     struct sc_net *net = NULL;
     struct sc_dataset train = {0}, test = {0};
     struct sc_checkpoint *ck = NULL;
-    if ((err = sc_net_parse(o.model, &net)) || (err = sc_dataset_load_idx(o.data, "train", &train)) ||
-        (err = check_data(net, &train, o.data)) || (err = sc_dataset_load_idx(o.data, "t10k", &test)) ||
+    int on_disk = sc_dataset_synthetic(o.data, 0, &train); /* 1: a directory */
+    if (on_disk < 0)
+        return fail(EXIT_BAD_INPUT, sc_last_error());
+    if (!on_disk)
+        sc_dataset_synthetic(o.data, 1, &test);
+    if ((err = sc_net_parse(o.model, &net)) ||
+        (on_disk && (err = sc_dataset_load_idx(o.data, "train", &train))) ||
+        (err = check_data(net, &train, o.data)) || (on_disk && (err = sc_dataset_load_idx(o.data, "t10k", &test))) ||
         (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
         (o.save && (err = check_writable("save", o.save))) ||
         (o.metrics && (err = check_writable("metrics", o.metrics))) ||
@@ -283,7 +337,8 @@ int main(int argc, char **argv)
         if (rt.rank == 0)
             SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s",
                    o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net));
-        if (ck)
+        err = check_memory(&o, &rt, net);
+        if (!err && ck)
             err = sc_checkpoint_apply(net, ck);
         if (!err)
             err = sc_train_run(&o, &rt, net, &train, &test);

@@ -57,6 +57,43 @@ same 4 1 "$SPATIAL" 3 "h2w2" --parallel h2w2
 same 4 1 "$SPATIAL" 3 "n2h2" --parallel n2h2
 same 4 1 "$MIXED" 3 "a grid per layer (h2w2, n2h2, n2w2, n4)"
 
+# the fully convolutional mesh model, per-pixel loss split too, on
+# synthetic data
+mesh="--model $MODELS/mesh128.cfg --data synthetic-mesh:128 --batch 2 --lr 0.05 --momentum 0.9 --shuffle off --test off --iters 3"
+run 1 1 $mesh --save "$WORK/ref-mesh.safetensors" >/dev/null || fail "mesh128 reference run"
+if run 4 1 $mesh --parallel h2w2 --save "$WORK/mesh-h2w2.safetensors" >"$WORK/log" 2>&1 &&
+  "$COMPARE" "$WORK/mesh-h2w2.safetensors" "$WORK/ref-mesh.safetensors" 1e-5; then
+  ok "mesh128 h2w2 (per-pixel loss split too) matches 1 rank"
+else
+  fail "mesh128 h2w2 differs from 1 rank (or failed)"
+fi
+
+# --report-memory / --mem-limit: splitting the samples spatially shrinks
+# each rank's share; a limit between the two refuses 1 rank (exit 2, a
+# message) and accepts h2w2 on 4
+memtotal() { awk '$1 ~ /^[0-9]+$/ && NF == 5 { if ($5 > m) m = $5 } END { print m + 0 }' "$1"; }
+run 1 1 $mesh --iters 0 --report-memory >"$WORK/mem1" 2>&1 || fail "--report-memory on 1 rank"
+run 4 1 $mesh --iters 0 --report-memory --parallel h2w2 >"$WORK/mem4" 2>&1 || fail "--report-memory on 4 ranks"
+m1=$(memtotal "$WORK/mem1") m4=$(memtotal "$WORK/mem4")
+if [ "$m4" -gt 0 ] && [ "$m4" -lt "$m1" ]; then
+  ok "memory per rank: $m1 bytes on 1 rank, at most $m4 with h2w2"
+  limit=$(((m1 + m4) / 2))
+  run 1 1 $mesh --iters 1 --mem-limit "$limit" >"$WORK/log" 2>&1
+  st=$?
+  if [ "$st" -eq 2 ] && grep -q "over --mem-limit" "$WORK/log"; then
+    ok "1 rank refused under --mem-limit $limit"
+  else
+    fail "1 rank under --mem-limit $limit: exit $st"
+  fi
+  if run 4 1 $mesh --iters 1 --mem-limit "$limit" --parallel h2w2 >"$WORK/log" 2>&1; then
+    ok "h2w2 on 4 ranks fits --mem-limit $limit"
+  else
+    fail "h2w2 on 4 ranks refused under --mem-limit $limit"
+  fi
+else
+  fail "memory per rank: $m1 bytes on 1 rank, $m4 with h2w2"
+fi
+
 # refused clearly
 expect_refused() {
   what=$1 msg=$2
