@@ -422,15 +422,27 @@ static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
                 synth_sample_ws(&one, ta->idx[s], x, &labels[i++], ws);
             continue;
         }
-        /* output pixel (r, c) stands for the input cell of its stride; it
-         * takes the label at the cell's centre */
+        /* Output pixel (r, c) stands for an fr x fc cell of the input; it
+         * takes the majority of the labels at k x k points spread over the
+         * cell (the label itself when the cell is one pixel), a smooth
+         * enough target for a model whose output is 1/64 of its input. */
+        int kr = fr < 8 ? fr : 8, kc = fc < 8 ? fc : 8;
         for (int r = ta->box.r0; r < ta->box.r1; r++)
             for (int c = ta->box.c0; c < ta->box.c1; c++) {
-                one.r0 = r * fr + fr / 2, one.r1 = one.r0 + 1, one.c0 = c * fc + fc / 2, one.c1 = one.c0 + 1;
-                if (ta->idx[s] < 0 || !x || !ws)
+                if (ta->idx[s] < 0 || !x || !ws) {
                     labels[i++] = -1;
-                else
-                    synth_sample_ws(&one, ta->idx[s], x, &labels[i++], ws);
+                    continue;
+                }
+                int ones = 0;
+                for (int u = 0; u < kr; u++)
+                    for (int v = 0; v < kc; v++) {
+                        int32_t lab;
+                        one.r0 = r * fr + (2 * u + 1) * fr / (2 * kr), one.r1 = one.r0 + 1;
+                        one.c0 = c * fc + (2 * v + 1) * fc / (2 * kc), one.c1 = one.c0 + 1;
+                        synth_sample_ws(&one, ta->idx[s], x, &lab, ws);
+                        ones += lab;
+                    }
+                labels[i++] = 2 * ones >= kr * kc;
             }
     }
     free(x);

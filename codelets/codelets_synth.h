@@ -61,7 +61,8 @@ int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, star
  * labels with -1 when out of memory. */
 /* The labels a loss at resolution oh x ow sees, for its tile's block
  * (rows and columns at that resolution): IMAGE: n labels; MESH: per pixel,
- * the label at the centre of the input cell the pixel stands for.  Index
+ * the majority label over the input cell the pixel stands for (8 x 8 points
+ * at most).  Index
  * -1: padding, label -1.  W labels (int32). */
 int sc_insert_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
                            starpu_data_handle_t labels, const char *name);
