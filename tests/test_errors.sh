@@ -72,6 +72,14 @@ expect "reversed trace range" "--trace-iters: '5:2'" 1 $L --data "$DATA" --trace
 expect "trace range past the run" "--trace-iters 1:9: the run has 1 iterations" 1 $L --data "$DATA" --trace-iters 1:9 --report
 expect "unwritable trace path" "--trace /nonexistent/dir/t.json: the directory is not writable" 1 $L --data "$DATA" \
   --trace /nonexistent/dir/t.json
+expect "bad grid letter" "grid 'x2': 'x' is not a dimension" 1 $L --data "$DATA" --parallel x2
+expect "grid without extent" "'h' needs an extent" 1 $L --data "$DATA" --parallel h
+expect "bad synthetic spec" "expected synthetic:CxHxW:K" 1 $L --data synthetic:3x28:10
+expect "bad mesh size" "expected synthetic-mesh:SIZE" 1 $L --data synthetic-mesh:big
+expect "synthetic data of the wrong shape" "samples are 3x32x32 but the model's input is 1x28x28" 1 $L --data synthetic:3x32x32:10
+expect "bad --mem-limit" "--mem-limit: 'lots'" 1 $L --data "$DATA" --mem-limit lots
+cfg "$net" '[convolutional]' 'filters=10' 'size=1' '[softmax]' 'per_pixel=1'
+expect "per-pixel loss on image data" "needs per-pixel labels" 1 --model "$WORK/m.cfg" --data "$DATA" --iters 1
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
   "$TRAIN" --list-sched | grep -qw dmda; then
   ok "--list-sched prints the policy names"
