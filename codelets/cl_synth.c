@@ -403,50 +403,62 @@ struct synth_labels_args {
     int32_t idx[];
 };
 
+/* Output pixel (r, c) stands for an fr x fc cell of the input; it takes
+ * the majority of the labels at kr x kc points spread over the cell (the
+ * label itself when the cell is one pixel), a smooth enough target for a
+ * model whose output is 1/64 of its input.  The points of one output row
+ * lie on kr input rows, each generated in one call. */
+static void mesh_cell_labels(const struct synth_labels_args *ta, int32_t idx, int32_t *labels, int *ones,
+                             float *x, int32_t *row)
+{
+    int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
+    int kr = fr < 8 ? fr : 8, kc = fc < 8 ? fc : 8;
+    int bw = ta->box.c1 - ta->box.c0;
+    struct sc_synth_args one = ta->a;
+    one.n = 1, one.c0 = ta->box.c0 * fc, one.c1 = ta->box.c1 * fc;
+    for (int r = ta->box.r0; r < ta->box.r1; r++) {
+        for (int c = 0; c < bw; c++)
+            ones[c] = 0;
+        for (int u = 0; u < kr; u++) {
+            one.r0 = r * fr + (2 * u + 1) * fr / (2 * kr), one.r1 = one.r0 + 1;
+            sc_synth_sample(&one, idx, x, row);
+            for (int c = 0; c < bw; c++)
+                for (int v = 0; v < kc; v++)
+                    ones[c] += row[c * fc + (2 * v + 1) * fc / (2 * kc)];
+        }
+        for (int c = 0; c < bw; c++)
+            *labels++ = 2 * ones[c] >= kr * kc;
+    }
+}
+
 static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
 {
     const struct synth_labels_args *ta = cl_arg;
     int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    int bw = ta->box.c1 - ta->box.c0, fc = ta->a.w / ta->ow;
+    size_t per = ta->a.kind == SC_SYNTH_MESH ? (size_t)sc_box_area(ta->box) : 1;
+    size_t width = ta->a.kind == SC_SYNTH_MESH ? (size_t)bw * fc : 1;
+    float *x = malloc(width * ta->a.c * sizeof(float));
+    int32_t *row = malloc(width * sizeof(int32_t));
+    int *ones = malloc((size_t)bw * sizeof(int));
     struct sc_synth_args one = ta->a;
-    int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
-    float *x = malloc((size_t)one.c * sizeof(float));
-    struct tables tb;
     one.n = 1, one.r0 = 0, one.r1 = 1, one.c0 = 0, one.c1 = 1;
-    float *ws = malloc(ws_floats(&one, &tb) * sizeof(float));
-    size_t i = 0;
     for (int s = 0; s < ta->a.n; s++) {
-        if (one.kind != SC_SYNTH_MESH) {
-            if (ta->idx[s] < 0 || !x || !ws)
-                labels[i++] = -1;
-            else
-                synth_sample_ws(&one, ta->idx[s], x, &labels[i++], ws);
-            continue;
+        int32_t *lab = labels + s * per;
+        if (ta->idx[s] < 0 || !x || !row || !ones) {
+            for (size_t i = 0; i < per; i++)
+                lab[i] = -1;
+        } else if (ta->a.kind == SC_SYNTH_MESH) {
+            mesh_cell_labels(ta, ta->idx[s], lab, ones, x, row);
+        } else {
+            sc_synth_sample(&one, ta->idx[s], x, lab);
         }
-        /* Output pixel (r, c) stands for an fr x fc cell of the input; it
-         * takes the majority of the labels at k x k points spread over the
-         * cell (the label itself when the cell is one pixel), a smooth
-         * enough target for a model whose output is 1/64 of its input. */
-        int kr = fr < 8 ? fr : 8, kc = fc < 8 ? fc : 8;
-        for (int r = ta->box.r0; r < ta->box.r1; r++)
-            for (int c = ta->box.c0; c < ta->box.c1; c++) {
-                if (ta->idx[s] < 0 || !x || !ws) {
-                    labels[i++] = -1;
-                    continue;
-                }
-                int ones = 0;
-                for (int u = 0; u < kr; u++)
-                    for (int v = 0; v < kc; v++) {
-                        int32_t lab;
-                        one.r0 = r * fr + (2 * u + 1) * fr / (2 * kr), one.r1 = one.r0 + 1;
-                        one.c0 = c * fc + (2 * v + 1) * fc / (2 * kc), one.c1 = one.c0 + 1;
-                        synth_sample_ws(&one, ta->idx[s], x, &lab, ws);
-                        ones += lab;
-                    }
-                labels[i++] = 2 * ones >= kr * kc;
-            }
     }
+    if (!x || !row || !ones)
+        fprintf(stderr, "starconv: synth_labels: out of memory\n");
     free(x);
-    free(ws);
+    free(row);
+    free(ones);
 }
 
 static struct starpu_codelet cl_synth_labels = {

@@ -644,6 +644,57 @@ static void test_errors(void)
     rm_handle(&l1);
 }
 
+/* synth_labels at a lower resolution: a block of the output equals the
+ * same region of the whole output, each pixel is the majority of the
+ * labels at the points of its cell (brute force, one pixel at a time), and
+ * padding samples get -1. */
+static void test_labels(void)
+{
+    struct sc_synth_args a = mk_args(SC_SYNTH_MESH, 9, 18, 128, 128, 2);
+    enum { OH = 8, OW = 8, F = 16, K = 8 };
+    int32_t idx[2] = {3, -1};
+    a.n = 2;
+    struct sc_box whole = {0, OH, 0, OW}, part = {3, 7, 2, 5};
+    int32_t *lw = xmalloc(2 * OH * OW * sizeof(int32_t)), *lp = xmalloc(2 * 4 * 3 * sizeof(int32_t));
+    starpu_data_handle_t hw, hp;
+    starpu_vector_data_register(&hw, STARPU_MAIN_RAM, (uintptr_t)lw, 2 * OH * OW, sizeof(int32_t));
+    starpu_vector_data_register(&hp, STARPU_MAIN_RAM, (uintptr_t)lp, 2 * 4 * 3, sizeof(int32_t));
+    int err = sc_insert_synth_labels(&a, OH, OW, whole, idx, hw, "labels") ||
+              sc_insert_synth_labels(&a, OH, OW, part, idx, hp, "labels");
+    starpu_task_wait_for_all();
+    starpu_data_unregister(hw);
+    starpu_data_unregister(hp);
+    check(!err, "synth_labels: tasks submitted");
+    int brute_ok = 1, block_ok = 1, pad_ok = 1, ones = 0;
+    struct sc_synth_args one = mk_args(SC_SYNTH_MESH, 9, 18, 128, 128, 2);
+    float x[18];
+    for (int r = 0; r < OH; r++)
+        for (int c = 0; c < OW; c++) {
+            int n1 = 0;
+            for (int u = 0; u < K; u++)
+                for (int v = 0; v < K; v++) {
+                    int32_t lab;
+                    struct sc_synth_args p = block(one, r * F + (2 * u + 1) * F / (2 * K),
+                                                   r * F + (2 * u + 1) * F / (2 * K) + 1,
+                                                   c * F + (2 * v + 1) * F / (2 * K), c * F + (2 * v + 1) * F / (2 * K) + 1);
+                    sc_synth_sample(&p, 3, x, &lab);
+                    n1 += lab;
+                }
+            int want = 2 * n1 >= K * K;
+            ones += want;
+            brute_ok &= lw[r * OW + c] == want;
+            pad_ok &= lw[OH * OW + r * OW + c] == -1;
+            if (r >= part.r0 && r < part.r1 && c >= part.c0 && c < part.c1)
+                block_ok &= lp[(r - part.r0) * 3 + (c - part.c0)] == want;
+        }
+    check(brute_ok, "synth_labels: the majority of each cell's points (%d ones of %d)", ones, OH * OW);
+    check(block_ok, "synth_labels: a block equals the same region of the whole");
+    check(pad_ok, "synth_labels: padding samples get -1");
+    check(ones > 0 && ones < OH * OW, "synth_labels: both classes appear");
+    free(lw);
+    free(lp);
+}
+
 int main(void)
 {
     test_image();
@@ -661,6 +712,7 @@ int main(void)
     static const int irows[] = {0, 7, 30, 33}, icols[] = {0, 16, 33};
     test_codelet_split(mk_args(SC_SYNTH_IMAGE, 5, 3, 33, 33, 1000), irows, 3, icols, 2, "image 3x2 split");
     test_errors();
+    test_labels();
     sc_codelets_shutdown();
     starpu_shutdown();
 
