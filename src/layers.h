@@ -42,6 +42,11 @@ struct sc_tile_io {
     int grad_priority;                     /* task priority of the parameter gradient, which is off
                                             * the critical path of backprop */
     const struct sc_tile_split *split;     /* NULL: the tile holds whole samples */
+    /* Sum h (a vector of doubles) over the ranks that hold other blocks of
+     * the same samples, in place (which: the layer's plan 0 or 1); NULL when
+     * this rank holds whole samples. */
+    int (*group_sum)(void *ctx, int which, starpu_data_handle_t h);
+    void *group_ctx;
 };
 
 /* A tile of a spatially split layer: the rank holds a block of each
@@ -76,6 +81,14 @@ struct sc_layer_ops {
     int (*act_backward)(struct sc_layer *l, const struct sc_tile_io *io);
     /* Gradients: dx (when not NULL) and dparams (when the layer has parameters). */
     int (*backward)(struct sc_layer *l, const struct sc_tile_io *io);
+    /* Optional, for layers whose statistics span the rank's batch (batch
+     * normalization): forward and backward of all ntiles tiles at once,
+     * instead of forward and backward; setup registers per-tile state
+     * (after shapes), teardown releases it. */
+    int (*forward_tiles)(struct sc_layer *l, const struct sc_tile_io *io, int ntiles);
+    int (*backward_tiles)(struct sc_layer *l, const struct sc_tile_io *io, int ntiles);
+    int (*setup)(struct sc_layer *l, int ntiles);
+    void (*teardown)(struct sc_layer *l);
     /* Optional (the layers --fc-replicate applies to): the parameter gradient
      * alone, into dparams (overwritten), from x and a dy that has already
      * been through the activation's backward (by backward). */
@@ -104,6 +117,8 @@ struct sc_layer {
     int whole_sample, bwd_reads_x;
     struct sc_window win_r, win_c;
     char parallel[32];           /* the cfg's parallel= ("" : the command line's) */
+    size_t group_sum_len;        /* > 0: the layer sums vectors of this many doubles over
+                                  * the ranks of its samples (two plans: 0 and 1) */
 };
 
 extern const struct sc_layer_ops sc_layer_conv_ops;
@@ -111,6 +126,7 @@ extern const struct sc_layer_ops sc_layer_maxpool_ops;
 extern const struct sc_layer_ops sc_layer_avgpool_ops;
 extern const struct sc_layer_ops sc_layer_fc_ops;
 extern const struct sc_layer_ops sc_layer_softmax_ops;
+extern const struct sc_layer_ops sc_layer_batchnorm_ops;
 
 /* Uniform floats in [-bound, bound) from a counter-based generator: the same
  * for a given (seed, stream, i) whatever the number of ranks or workers. */

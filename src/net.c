@@ -12,6 +12,7 @@
 
 static const struct sc_layer_ops *const layer_types[] = {
     &sc_layer_conv_ops, &sc_layer_maxpool_ops, &sc_layer_avgpool_ops, &sc_layer_fc_ops, &sc_layer_softmax_ops,
+    &sc_layer_batchnorm_ops,
 };
 
 /* ---- parameters and names ---- */
@@ -99,7 +100,7 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
         l->line = s->line;
         if (!l->ops)
             return sc_error(SC_ERR_PARSE,
-                            "%s:%d: unknown section [%s] (known: net convolutional maxpool avgpool connected softmax)",
+                            "%s:%d: unknown section [%s] (known: net convolutional batchnorm maxpool avgpool connected softmax)",
                             cfg->path, s->line, s->name);
         if (i > 0 && net->layers[i - 1].is_loss)
             return sc_error(SC_ERR_PARSE, "%s:%d: [%s] after [softmax]: the loss must be the last layer", cfg->path,
@@ -253,6 +254,7 @@ struct layer_data {
     float **xin, **dxin;
     starpu_data_handle_t *hxin, *hdxin;
     struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
+    struct sc_group_sum *gsum[2];    /* sums over the ranks of the same samples */
     char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48];
 };
 
@@ -492,6 +494,17 @@ static struct sc_box need_prev_out(void *ctx, int r, int t)
     return sc_layout_box(&c->net->dist->ld[c->l - 1].lout, r);
 }
 
+static int g_spatial(const struct sc_layout *L)
+{
+    return L->grid.extent[SC_DIM_H] * L->grid.extent[SC_DIM_W] > 1;
+}
+
+static int net_group_sum(void *ctx, int which, starpu_data_handle_t h)
+{
+    struct layer_data *d = ctx;
+    return sc_group_sum_submit(d->gsum[which], h);
+}
+
 /* Redistribution into layer l when its input layout is not the previous
  * layer's output layout, and halo exchanges of split windowed layers. */
 static int plan_exchanges(struct sc_net *net, int l)
@@ -518,6 +531,13 @@ static int plan_exchanges(struct sc_net *net, int l)
             (err = sc_fetch_create(&d->redist_bwd, &d->lin, L->in.c, &D->ld[l - 1].lout, need_prev_out, &ctx, me,
                                    D->rt->comm, d->redist_name)))
             return err;
+    }
+    if (L->group_sum_len && g_spatial(&d->lin)) {
+        int members[D->rt->size];
+        int n = sc_grid_segment(&d->lin.grid, me, (1u << SC_DIM_H) | (1u << SC_DIM_W), members);
+        for (int i = 0; i < 2; i++)
+            if ((err = sc_group_sum_create(&d->gsum[i], D->rt->comm, members, n, me, L->group_sum_len, L->name)))
+                return err;
     }
     if (!d->split)
         return 0;
@@ -850,8 +870,9 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         }
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
-        if ((err = setup_tiles(net, &net->layers[l], d)) ||
-            (d->replicated && (err = setup_replicated(net, &net->layers[l], d, seed))))
+        struct sc_layer *L = &net->layers[l];
+        if ((err = setup_tiles(net, L, d)) || (d->replicated && (err = setup_replicated(net, L, d, seed))) ||
+            (L->ops->setup && (err = L->ops->setup(L, T))))
             return err;
     }
     for (int l = 0; l < net->nlayers; l++)
@@ -903,6 +924,8 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
     sc_fetch_destroy(d->redist_bwd);
     sc_fetch_destroy(d->halo_x);
     sc_fetch_destroy(d->halo_dy);
+    sc_group_sum_destroy(d->gsum[0]);
+    sc_group_sum_destroy(d->gsum[1]);
     free(d->xin), free(d->dxin), free(d->hxin), free(d->hdxin), free(d->split), free(d->split_ctx);
     free(d->tile_s0), free(d->tile_n);
     free(d->y), free(d->dy), free(d->scratch), free(d->hy), free(d->hdy), free(d->hscratch);
@@ -935,8 +958,11 @@ void sc_net_destroy(struct sc_net *net)
     struct sc_net_dist *D = net->dist;
     if (D) {
         sc_tasks_wait_all(D->rt->comm);
-        for (int i = 0; D->ld && i < net->nlayers; i++)
+        for (int i = 0; D->ld && i < net->nlayers; i++) {
+            if (net->layers[i].ops->teardown)
+                net->layers[i].ops->teardown(&net->layers[i]);
             destroy_layer(D, &D->ld[i]);
+        }
         for (int i = 0; D->buckets && i < D->nbuckets; i++)
             destroy_bucket(&D->buckets[i]);
         for (int t = 0; t < D->ntiles; t++) {
@@ -980,6 +1006,8 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .train = train,
         .grad_priority = d->grad_priority,
         .split = d->split ? &d->split[t] : NULL,
+        .group_sum = d->gsum[0] ? net_group_sum : NULL,
+        .group_ctx = d,
     };
     return io;
 }
@@ -1030,7 +1058,14 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
             return err;
         if (d->halo_x && (err = sc_fetch_submit(d->halo_x, x_tiles(net, l))))
             return err;
-        for (int t = 0; t < D->ntiles; t++) {
+        if (L->ops->forward_tiles) {
+            struct sc_tile_io io[D->ntiles];
+            for (int t = 0; t < D->ntiles; t++)
+                io[t] = tile_io(net, l, t, train);
+            if ((err = L->ops->forward_tiles(L, io, D->ntiles)))
+                return err;
+        }
+        for (int t = 0; t < D->ntiles && !L->ops->forward_tiles; t++) {
             struct sc_tile_io io = tile_io(net, l, t, train);
             if (io.n && (err = L->ops->forward(L, &io)))
                 return err;
@@ -1112,7 +1147,14 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
         }
         if (d->halo_dy && (err = sc_fetch_submit(d->halo_dy, d->hdy)))
             return err;
-        for (int t = 0; t < D->ntiles; t++) {
+        if (layer->ops->backward_tiles) {
+            struct sc_tile_io io[D->ntiles];
+            for (int t = 0; t < D->ntiles; t++)
+                io[t] = tile_io(net, l, t, 1);
+            if ((err = layer->ops->backward_tiles(layer, io, D->ntiles)))
+                return err;
+        }
+        for (int t = 0; t < D->ntiles && !layer->ops->backward_tiles; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (io.n && (err = layer->ops->backward(layer, &io)))
                 return err;

@@ -196,3 +196,80 @@ size_t sc_fetch_bytes(const struct sc_fetch *f)
 {
     return f ? f->bytes : 0;
 }
+
+/* ---- sums over a group of ranks ---- */
+
+struct sc_group_sum {
+    MPI_Comm comm;
+    int n, me;                 /* members, this rank's index among them */
+    int *members;
+    double **buf;              /* one per member (this rank's unused) */
+    starpu_data_handle_t *h;
+    int64_t tag;
+    char name[64], sum_name[64];
+};
+
+int sc_group_sum_create(struct sc_group_sum **out, MPI_Comm comm, const int *members, int nmembers, int rank,
+                        size_t len, const char *name)
+{
+    struct sc_group_sum *g = calloc(1, sizeof(*g));
+    if (!g || !(g->members = calloc(nmembers, sizeof(int))) || !(g->buf = calloc(nmembers, sizeof(double *))) ||
+        !(g->h = calloc(nmembers, sizeof(*g->h)))) {
+        sc_group_sum_destroy(g);
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    }
+    g->comm = comm;
+    g->n = nmembers;
+    g->me = -1;
+    snprintf(g->name, sizeof(g->name), "%s", name);
+    snprintf(g->sum_name, sizeof(g->sum_name), "%s.sum", name);
+    for (int i = 0; i < nmembers; i++) {
+        g->members[i] = members[i];
+        if (members[i] == rank) {
+            g->me = i;
+            continue;
+        }
+        if (!(g->buf[i] = calloc(len, sizeof(double)))) {
+            sc_group_sum_destroy(g);
+            return sc_error(SC_ERR_NOMEM, "out of memory");
+        }
+        starpu_vector_data_register(&g->h[i], STARPU_MAIN_RAM, (uintptr_t)g->buf[i], (uint32_t)len, sizeof(double));
+    }
+    g->tag = sc_tags_reserve(nmembers);
+    if (g->me < 0) {
+        sc_group_sum_destroy(g);
+        return sc_error(SC_ERR_ARG, "%s: rank %d is not in its group", name, rank);
+    }
+    *out = g;
+    return 0;
+}
+
+void sc_group_sum_destroy(struct sc_group_sum *g)
+{
+    if (!g)
+        return;
+    for (int i = 0; i < g->n; i++) {
+        if (g->h && g->h[i])
+            starpu_data_unregister(g->h[i]);
+        free(g->buf ? g->buf[i] : NULL);
+    }
+    free(g->members), free(g->buf), free(g->h);
+    free(g);
+}
+
+int sc_group_sum_submit(struct sc_group_sum *g, starpu_data_handle_t h)
+{
+    int err;
+    starpu_data_handle_t src[g->n];
+    /* member i sends with tag + i */
+    for (int i = 0; i < g->n; i++) {
+        if (i == g->me)
+            continue;
+        if ((err = sc_recv_piece(g->h[i], g->members[i], g->tag + i, g->comm, g->name)) ||
+            (err = sc_send_piece(h, g->members[i], g->tag + g->me, g->comm, g->name)))
+            return err;
+    }
+    for (int i = 0; i < g->n; i++)
+        src[i] = i == g->me ? h : g->h[i];
+    return sc_insert_sum_ordered(g->n, src, h, g->sum_name);
+}

@@ -94,6 +94,18 @@ size_t sc_fetch_bytes(const struct sc_fetch *f);
 /* Number of pieces this rank receives (0: the need is all local). */
 int sc_fetch_nrecv(const struct sc_fetch *f);
 
+/* In-place sum of a vector of doubles over a group of ranks (the ranks
+ * holding the blocks of the same samples): every member sends its vector
+ * to every other, then adds all of them in rank order, so that every
+ * member gets the same bits.  members: the group's ranks in comm, in
+ * increasing order, this rank among them; len: doubles per vector.  Uses
+ * nmembers tags.  Non-blocking. */
+struct sc_group_sum;
+int sc_group_sum_create(struct sc_group_sum **out, MPI_Comm comm, const int *members, int nmembers, int rank,
+                        size_t len, const char *name);
+void sc_group_sum_destroy(struct sc_group_sum *g);
+int sc_group_sum_submit(struct sc_group_sum *g, starpu_data_handle_t h);
+
 /* fn is called (from StarPU-MPI's thread) whenever a receive of a
  * collective completes, i.e. when tasks waiting for it may become ready:
  * the runtime uses it to wake idle workers.  NULL: none. */

@@ -57,6 +57,39 @@ same 4 1 "$SPATIAL" 3 "h2w2" --parallel h2w2
 same 4 1 "$SPATIAL" 3 "n2h2" --parallel n2h2
 same 4 1 "$MIXED" 3 "a grid per layer (h2w2, n2h2, n2w2, n4)"
 
+# batch normalization: with stats=sample (the default) the statistics span
+# every block of the samples and every tile, so 2 workers, h2 and h2w2
+# match 1 rank, and n2h2 matches n2 (statistics per sample group).  The
+# conv biases just before BN have a gradient that is zero in exact
+# arithmetic (BN removes the mean): rounding noise, held to an absolute
+# tolerance instead.  stats=local (each rank's block) must change h2 and
+# leave n2 alone.
+BN="$TOP_SRCDIR/tests/models/bn.cfg"
+bn_same() { # NP NCPU GRID REF WHAT [MODEL]
+  out="$WORK/bn-$3-$2.safetensors"
+  if run "$1" "$2" --model "${6:-$BN}" $common --iters 3 --parallel "$3" --save "$out" >"$WORK/log" 2>&1 &&
+    "$COMPARE" "$out" "$4" 1e-5 0.bias=1e-4 4.bias=1e-4; then
+    ok "batchnorm: $5"
+  else
+    fail "batchnorm: $5"
+  fi
+}
+run 1 1 --model "$BN" $common --iters 3 --save "$WORK/bn-ref.safetensors" >/dev/null || fail "batchnorm reference"
+bn_same 1 2 n1 "$WORK/bn-ref.safetensors" "2 workers match 1 worker"
+bn_same 2 1 h2 "$WORK/bn-ref.safetensors" "h2 matches 1 rank"
+bn_same 4 1 h2w2 "$WORK/bn-ref.safetensors" "h2w2 matches 1 rank"
+run 2 1 --model "$BN" $common --iters 3 --parallel n2 --save "$WORK/bn-n2.safetensors" >/dev/null || fail "batchnorm n2"
+bn_same 4 1 n2h2 "$WORK/bn-n2.safetensors" "n2h2 matches n2"
+sed 's/^\[batchnorm\]$/[batchnorm]\nstats=local/' "$BN" >"$WORK/bn-local.cfg"
+bn_same 2 1 n2 "$WORK/bn-n2.safetensors" "stats=local under n2 matches stats=sample" "$WORK/bn-local.cfg"
+run 2 1 --model "$WORK/bn-local.cfg" $common --iters 3 --parallel h2 --save "$WORK/bn-local-h2.safetensors" >/dev/null ||
+  fail "batchnorm stats=local h2"
+if "$COMPARE" "$WORK/bn-local-h2.safetensors" "$WORK/bn-ref.safetensors" 1e-3 >/dev/null; then
+  fail "batchnorm: stats=local under h2 gives the same weights as whole samples"
+else
+  ok "batchnorm: stats=local under h2 normalizes each block on its own (weights differ from 1 rank)"
+fi
+
 # the fully convolutional mesh model, per-pixel loss split too, on
 # synthetic data
 mesh="--model $MODELS/mesh128.cfg --data synthetic-mesh:128 --batch 2 --lr 0.05 --momentum 0.9 --shuffle off --test off --iters 3"
