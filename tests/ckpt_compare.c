@@ -2,8 +2,8 @@
  * ckpt_compare A B [RTOL]: every F32 tensor of A against the same tensor of
  * B, relative error ||a - b|| / ||b|| per tensor; exit 0 when all are within
  * RTOL (default 1e-5), 1 otherwise, 2 when a file cannot be read.
- * ckpt_compare A B RTOL NAME=ATOL...: the tensors whose names contain one
- * of the NAMEs are held to an absolute error ||a - b|| <= ATOL * sqrt(size)
+ * ckpt_compare A B RTOL NAME=ATOL...: parameter NAME (e.g. 0.bias) and
+ * its momentum buffer are held to an absolute error ||a - b|| <= ATOL * sqrt(size)
  * instead: for values that are rounding noise in exact arithmetic zero
  * (the gradient of a bias that batch normalization follows). */
 #include <math.h>
@@ -80,7 +80,9 @@ int main(int argc, char **argv)
             const char *eq = strchr(argv[j], '=');
             size_t len = eq ? (size_t)(eq - argv[j]) : strlen(argv[j]);
             snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), argv[j]);
-            if (strstr(ta->name, name)) {
+            char momentum[160];
+            snprintf(momentum, sizeof momentum, "optimizer.%s.momentum_buffer", name);
+            if (!strcmp(ta->name, name) || !strcmp(ta->name, momentum)) {
                 double atol = (eq ? atof(eq + 1) : rtol) * sqrt((double)(ta->nbytes / 4));
                 if (!(sqrt(diff) <= atol)) {
                     printf("FAIL %s: absolute error %.3e > %.1e\n", ta->name, sqrt(diff), atol);

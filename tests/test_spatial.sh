@@ -90,13 +90,20 @@ else
   ok "batchnorm: stats=local under h2 normalizes each block on its own (weights differ from 1 rank)"
 fi
 
-# the fully convolutional mesh model, per-pixel loss split too, on
-# synthetic data
-mesh="--model $MODELS/mesh128.cfg --data synthetic-mesh:128 --batch 2 --lr 0.05 --momentum 0.9 --shuffle off --test off --iters 3"
+# the fully convolutional mesh model (conv-BN-ReLU blocks, per-pixel loss
+# split too) on synthetic data: the gradients of the first iteration.  (Its
+# weights after several iterations at batch 2 differ at 1e-3 even between
+# 1 and 2 workers on one rank: BN over 2 samples x 4 pixels amplifies
+# rounding; bn.cfg above checks 3 iterations.)  Every conv bias but the
+# last feeds a BN: absolute tolerance for those.
+mesh="--model $MODELS/mesh128.cfg --data synthetic-mesh:128 --batch 2 --lr 0.05 --momentum 0.9 --shuffle off --test off --iters 1"
+zero_grads=""
+i=0
+while [ $i -le 51 ]; do zero_grads="$zero_grads $i.bias=1e-4"; i=$((i + 3)); done
 run 1 1 $mesh --save "$WORK/ref-mesh.safetensors" >/dev/null || fail "mesh128 reference run"
 if run 4 1 $mesh --parallel h2w2 --save "$WORK/mesh-h2w2.safetensors" >"$WORK/log" 2>&1 &&
-  "$COMPARE" "$WORK/mesh-h2w2.safetensors" "$WORK/ref-mesh.safetensors" 1e-5; then
-  ok "mesh128 h2w2 (per-pixel loss split too) matches 1 rank"
+  "$COMPARE" "$WORK/mesh-h2w2.safetensors" "$WORK/ref-mesh.safetensors" 1e-5 $zero_grads; then
+  ok "mesh128 h2w2 (BN statistics and per-pixel loss split too): gradients match 1 rank"
 else
   fail "mesh128 h2w2 differs from 1 rank (or failed)"
 fi
