@@ -187,11 +187,6 @@ int sc_fetch_sources(const struct sc_fetch *f, starpu_data_handle_t *src_tiles, 
     return n;
 }
 
-int sc_fetch_nrecv(const struct sc_fetch *f)
-{
-    return f->nrecv;
-}
-
 size_t sc_fetch_bytes(const struct sc_fetch *f)
 {
     return f ? f->bytes : 0;

@@ -91,8 +91,6 @@ int sc_fetch_sources(const struct sc_fetch *f, starpu_data_handle_t *src_tiles, 
                      struct sc_region_src *desc, starpu_data_handle_t *h, int max);
 /* Bytes of the buffers the plan allocated (packs and receives). */
 size_t sc_fetch_bytes(const struct sc_fetch *f);
-/* Number of pieces this rank receives (0: the need is all local). */
-int sc_fetch_nrecv(const struct sc_fetch *f);
 
 /* In-place sum of a vector of doubles over a group of ranks (the ranks
  * holding the blocks of the same samples): every member sends its vector
