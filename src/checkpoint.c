@@ -1,6 +1,7 @@
 /* Checkpoints as safetensors files with PyTorch's state_dict names and
- * layouts for the nn.Sequential equivalent of the cfg, plus the momentum
- * buffers and the iteration counter. */
+ * layouts for the nn.Sequential equivalent of the cfg (batch
+ * normalization's running statistics and num_batches_tracked included),
+ * plus the momentum buffers and the iteration counter. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 
 #define MOMENTUM_FMT "optimizer.%d.%s.momentum_buffer"
 #define ITERATION_NAME "optimizer.iteration"
+#define BATCHES_FMT "%d.num_batches_tracked"
 
 static void tensor_name(char *buf, size_t size, const struct sc_layer *l, const struct sc_param_tensor *t,
                         int momentum)
@@ -37,22 +39,28 @@ void sc_checkpoint_free(const struct sc_net *net, struct sc_checkpoint *ck)
             free(ck->w[l]);
         if (ck->v)
             free(ck->v[l]);
+        if (ck->b)
+            free(ck->b[l]);
     }
     free(ck->w);
     free(ck->v);
+    free(ck->b);
     free(ck);
 }
 
 static struct sc_checkpoint *checkpoint_alloc(const struct sc_net *net)
 {
     struct sc_checkpoint *ck = calloc(1, sizeof(*ck));
-    if (!ck || !(ck->w = calloc(net->nlayers, sizeof(float *))) || !(ck->v = calloc(net->nlayers, sizeof(float *)))) {
+    if (!ck || !(ck->w = calloc(net->nlayers, sizeof(float *))) || !(ck->v = calloc(net->nlayers, sizeof(float *))) ||
+        !(ck->b = calloc(net->nlayers, sizeof(float *)))) {
         sc_checkpoint_free(net, ck);
         return NULL;
     }
     for (int l = 0; l < net->nlayers; l++) {
         size_t n = net->layers[l].nparams;
-        if (n && (!(ck->w[l] = calloc(n, sizeof(float))) || !(ck->v[l] = calloc(n, sizeof(float))))) {
+        size_t nb = net->layers[l].nbuffer_values;
+        if ((n && (!(ck->w[l] = calloc(n, sizeof(float))) || !(ck->v[l] = calloc(n, sizeof(float))))) ||
+            (nb && !(ck->b[l] = calloc(nb, sizeof(float))))) {
             sc_checkpoint_free(net, ck);
             return NULL;
         }
@@ -82,6 +90,37 @@ static int take_tensor(const struct sc_st_file *f, const char *path, const char 
     return 0;
 }
 
+/* The buffers of a layer: all or none (a checkpoint from before they were
+ * saved; *b is then freed, and the net keeps its own).  num_batches_tracked
+ * is checked and counted, not used: it is the iteration. */
+static int take_buffers(const struct sc_st_file *f, const char *path, const struct sc_layer *layer, float **b,
+                        int *expected)
+{
+    char name[96];
+    int found = 0, err;
+    for (int i = 0; i < layer->nbuffers; i++) {
+        tensor_name(name, sizeof(name), layer, &layer->buffers[i], 0);
+        found += sc_st_find(f, name) != NULL;
+    }
+    if (found == 0) {
+        free(*b);
+        *b = NULL;
+    } else {
+        for (int i = 0; i < layer->nbuffers; i++) {
+            tensor_name(name, sizeof(name), layer, &layer->buffers[i], 0);
+            if ((err = take_tensor(f, path, name, &layer->buffers[i], *b + layer->buffers[i].offset, 1)))
+                return err;
+        }
+        *expected += found;
+    }
+    snprintf(name, sizeof(name), BATCHES_FMT, layer->torch_index);
+    const struct sc_st_tensor *st = sc_st_find(f, name);
+    if (st && (strcmp(st->dtype, "I64") || st->nbytes != 8))
+        return sc_error(SC_ERR_MISMATCH, "%s: '%s' must be one I64", path, name);
+    *expected += st != NULL;
+    return 0;
+}
+
 int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_checkpoint **out)
 {
     struct sc_st_file *f;
@@ -106,6 +145,8 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
             if (!err)
                 err = take_tensor(f, path, name, t, ck->v[l] + t->offset, 0);
         }
+        if (!err && layer->nbuffers)
+            err = take_buffers(f, path, layer, &ck->b[l], &expected);
     }
     for (int i = 0; i < f->ntensors && !err; i++)
         if (strncmp(f->tensors[i].name, "optimizer.", 10) && --expected < 0)
@@ -130,14 +171,15 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
 int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck)
 {
     net->iteration = ck->iteration;
-    return sc_net_write_state(net, ck->w, ck->v);
+    int err = sc_net_write_state(net, ck->w, ck->v);
+    return err ? err : sc_net_write_buffers(net, ck->b);
 }
 
 static int write_file(const struct sc_net *net, const struct sc_checkpoint *ck, const char *path)
 {
     int n = 0;
     for (int l = 0; l < net->nlayers; l++)
-        n += 2 * net->layers[l].ntensors;
+        n += 2 * net->layers[l].ntensors + (net->layers[l].nbuffers ? net->layers[l].nbuffers + 1 : 0);
     struct sc_st_out *out = calloc(n + 1, sizeof(*out));
     char (*names)[96] = calloc(n + 1, sizeof(*names));
     if (!out || !names) {
@@ -158,6 +200,19 @@ static int write_file(const struct sc_net *net, const struct sc_checkpoint *ck, 
                 out[k].data = (momentum ? ck->v[l] : ck->w[l]) + t->offset;
             }
         }
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_layer *layer = &net->layers[l];
+        for (int i = 0; i < layer->nbuffers; i++, k++) {
+            const struct sc_param_tensor *t = &layer->buffers[i];
+            tensor_name(names[k], sizeof(names[k]), layer, t, 0);
+            out[k] = (struct sc_st_out){.name = names[k], .dtype = "F32", .ndim = t->ndim, .data = ck->b[l] + t->offset};
+            memcpy(out[k].shape, t->shape, sizeof(t->shape));
+        }
+        if (layer->nbuffers) {
+            snprintf(names[k], sizeof(names[k]), BATCHES_FMT, layer->torch_index);
+            out[k++] = (struct sc_st_out){.name = names[k - 1], .dtype = "I64", .ndim = 0, .data = &ck->iteration};
+        }
+    }
     out[k] = (struct sc_st_out){.name = ITERATION_NAME, .dtype = "I64", .ndim = 0, .data = &ck->iteration};
     int err = sc_st_write(path, out, k + 1);
     free(out);
@@ -175,6 +230,8 @@ int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *pa
     }
     ck->iteration = net->iteration;
     err = sc_net_read_state(net, ck->w, ck->v);
+    if (!err)
+        err = sc_net_read_buffers(net, ck->b);
     if (!err && rt->rank == 0)
         err = write_file(net, ck, path);
     sc_checkpoint_free(net, ck);

@@ -53,6 +53,10 @@ static int bn_shapes(struct sc_layer *l, int max_n)
     l->tensors[1] = (struct sc_param_tensor){"bias", 1, {c}, (size_t)c, (size_t)c};
     l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */
     l->group_sum_len = p->sample_stats ? 2 * (size_t)c : 0;
+    l->nbuffers = 2;
+    l->nbuffer_values = 2 * (size_t)c;
+    l->buffers[0] = (struct sc_param_tensor){"running_mean", 1, {c}, 0, (size_t)c};
+    l->buffers[1] = (struct sc_param_tensor){"running_var", 1, {c}, (size_t)c, (size_t)c};
     snprintf(p->stats_name, sizeof(p->stats_name), "%s.stats", l->name);
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd_data, sizeof(p->bwd_data), "%s.bwd_data", l->name);
@@ -233,6 +237,11 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
     return 0;
 }
 
+static starpu_data_handle_t bn_buffer_handle(struct sc_layer *l)
+{
+    return ((struct bn_state *)l->priv)->hrunning;
+}
+
 const struct sc_layer_ops sc_layer_batchnorm_ops = {
     .section = "batchnorm",
     .prefix = "bn",
@@ -244,4 +253,5 @@ const struct sc_layer_ops sc_layer_batchnorm_ops = {
     .backward_tiles = bn_backward_tiles,
     .setup = bn_setup,
     .teardown = bn_teardown,
+    .buffer_handle = bn_buffer_handle,
 };

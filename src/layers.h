@@ -32,6 +32,7 @@ struct sc_param_tensor {
 struct sc_tile_io {
     int n;                                 /* samples in this tile */
     starpu_data_handle_t x, y;             /* input, output */
+    starpu_data_handle_t x2;               /* the second input ([shortcut]), else NULL */
     starpu_data_handle_t dx, dy;           /* their gradients; dx NULL for the first layer */
     starpu_data_handle_t scratch;          /* per-tile scratch (layer's scratch_bytes), or NULL */
     starpu_data_handle_t params, dparams;  /* dparams: this tile's own partial gradient; NULL in
@@ -93,6 +94,8 @@ struct sc_layer_ops {
      * alone, into dparams (overwritten), from x and a dy that has already
      * been through the activation's backward (by backward). */
     int (*param_grad)(struct sc_layer *l, const struct sc_tile_io *io);
+    /* Optional (layers with nbuffers > 0, after setup): the buffers' handle. */
+    starpu_data_handle_t (*buffer_handle)(struct sc_layer *l);
 };
 
 struct sc_layer {
@@ -119,6 +122,19 @@ struct sc_layer {
     char parallel[32];           /* the cfg's parallel= ("" : the command line's) */
     size_t group_sum_len;        /* > 0: the layer sums vectors of this many doubles over
                                   * the ranks of its samples (two plans: 0 and 1) */
+    /* Inputs: the layers whose outputs this one reads (src[0]: x, src[1]:
+     * x2), -1 for the network's input.  Set by the network (src[0] the
+     * previous layer) unless parse sets them; in2: src[1]'s shape. */
+    int src[2], nsrc;
+    struct sc_shape in2;
+    int alias;                   /* [route]: no tasks; readers of it read src[0] */
+    /* State that is not trained but saved (BN's running statistics): the
+     * tensors within the float vector of nbuffer_values values that
+     * ops->buffer_handle gives. */
+    struct sc_param_tensor buffers[2];
+    int nbuffers;
+    size_t nbuffer_values;
+    int dx_is_dy;                /* the gradient of every input is dy itself ([shortcut]) */
 };
 
 extern const struct sc_layer_ops sc_layer_conv_ops;
@@ -127,6 +143,9 @@ extern const struct sc_layer_ops sc_layer_avgpool_ops;
 extern const struct sc_layer_ops sc_layer_fc_ops;
 extern const struct sc_layer_ops sc_layer_softmax_ops;
 extern const struct sc_layer_ops sc_layer_batchnorm_ops;
+extern const struct sc_layer_ops sc_layer_route_ops;
+extern const struct sc_layer_ops sc_layer_shortcut_ops;
+extern const struct sc_layer_ops sc_layer_gap_ops;
 
 /* Uniform floats in [-bound, bound) from a counter-based generator: the same
  * for a given (seed, stream, i) whatever the number of ranks or workers. */

@@ -12,7 +12,7 @@
 
 static const struct sc_layer_ops *const layer_types[] = {
     &sc_layer_conv_ops, &sc_layer_maxpool_ops, &sc_layer_avgpool_ops, &sc_layer_fc_ops, &sc_layer_softmax_ops,
-    &sc_layer_batchnorm_ops,
+    &sc_layer_batchnorm_ops, &sc_layer_route_ops, &sc_layer_shortcut_ops, &sc_layer_gap_ops,
 };
 
 /* ---- parameters and names ---- */
@@ -90,7 +90,6 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
     net->layers = calloc(net->nlayers ? net->nlayers : 1, sizeof(*net->layers));
     if (!net->layers)
         return sc_error(SC_ERR_NOMEM, "out of memory");
-    struct sc_shape shape = net->input;
     int torch_index = 0, flat = 0;
     for (int i = 0; i < net->nlayers; i++) {
         struct sc_cfg_section *s = &cfg->sections[i + 1];
@@ -100,7 +99,8 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
         l->line = s->line;
         if (!l->ops)
             return sc_error(SC_ERR_PARSE,
-                            "%s:%d: unknown section [%s] (known: net convolutional batchnorm maxpool avgpool connected softmax)",
+                            "%s:%d: unknown section [%s] (known: net convolutional batchnorm maxpool avgpool "
+                            "global_avgpool connected shortcut route softmax)",
                             cfg->path, s->line, s->name);
         if (i > 0 && net->layers[i - 1].is_loss)
             return sc_error(SC_ERR_PARSE, "%s:%d: [%s] after [softmax]: the loss must be the last layer", cfg->path,
@@ -109,8 +109,18 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
         if ((err = sc_cfg_get_str(cfg, s, "parallel", "", &par)))
             return err;
         snprintf(l->parallel, sizeof(l->parallel), "%s", par);
+        l->src[0] = i - 1;
+        l->src[1] = -1;
+        l->nsrc = 1;
         if ((err = l->ops->parse(l, cfg, s)) || (err = sc_cfg_check_unused(cfg, s)))
             return err;
+        if (l->alias && l->parallel[0])
+            return sc_error(SC_ERR_PARSE, "%s:%d: [%s] takes no parallel= (it is layer %d's output)", cfg->path,
+                            s->line, s->name, l->src[0]);
+        /* a route is its source: read through it */
+        for (int k = 0; k < l->nsrc; k++)
+            if (l->src[k] >= 0 && net->layers[l->src[k]].alias)
+                l->src[k] = net->layers[l->src[k]].src[0];
         int same = 1;
         for (int j = 0; j < i; j++)
             same += !strcmp(net->layers[j].ops->prefix, l->ops->prefix);
@@ -125,10 +135,22 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
         }
         l->torch_index = torch_index;
         torch_index += l->torch_modules;
-        l->in = shape;
+        l->in = l->src[0] >= 0 ? net->layers[l->src[0]].out : net->input;
+        if (l->nsrc > 1)
+            l->in2 = net->layers[l->src[1]].out;
         if ((err = l->ops->shapes(l, 1)))
             return sc_error(err, "%s:%d: %s", cfg->path, s->line, sc_last_error());
-        shape = l->out;
+    }
+    /* every output feeds some layer (or is the loss) */
+    for (int i = 0; i < net->nlayers; i++) {
+        struct sc_layer *l = &net->layers[i];
+        int used = l->is_loss || l->alias;
+        for (int j = i + 1; j < net->nlayers && !used; j++)
+            for (int k = 0; k < net->layers[j].nsrc && !net->layers[j].alias; k++)
+                used |= net->layers[j].src[k] == i;
+        if (!used)
+            return sc_error(SC_ERR_PARSE, "%s:%d: the output of [%s] (%s) feeds no layer", cfg->path, l->line,
+                            l->ops->section, l->name);
     }
     if (net->nlayers == 0 || !net->layers[net->nlayers - 1].is_loss)
         return sc_error(SC_ERR_PARSE, "%s: the last layer must be [softmax]", cfg->path);
@@ -255,7 +277,16 @@ struct layer_data {
     starpu_data_handle_t *hxin, *hdxin;
     struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
     struct sc_group_sum *gsum[2];    /* sums over the ranks of the same samples */
-    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48];
+    /* Layers whose output feeds several: dy is the sum of the readers'
+     * gradients.  One reader writes dy itself (dy_direct); the others'
+     * parts (contrib: per-tile handles, in the output's layout) are added
+     * before the layer's backward.  A reader that does not write dy itself
+     * writes dx_own (in its source's output layout). */
+    int dy_direct, ncontrib;
+    starpu_data_handle_t **contrib;
+    float **dx_own;
+    starpu_data_handle_t *hdx_own;
+    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48], dy_sum_name[48];
 };
 
 struct split_ctx {
@@ -342,6 +373,8 @@ static int plan_layouts(struct sc_net *net)
     int T = D->rt->ncpu, me = D->rt->rank, err;
     struct sc_grid g[net->nlayers];
     for (int l = 0; l < net->nlayers; l++) {
+        if (net->layers[l].alias)
+            continue;
         if ((err = choose_grid(net, &net->layers[l], &g[l])))
             return err;
         int per_rank = D->global_batch / g[l].extent[SC_DIM_N];
@@ -357,6 +390,8 @@ static int plan_layouts(struct sc_net *net)
     for (int l = 0; l < net->nlayers; l++) {
         struct sc_layer *L = &net->layers[l];
         struct layer_data *d = &D->ld[l];
+        if (L->alias)
+            continue;
         d->lin = (struct sc_layout){g[l], D->global_batch, L->in.h, L->in.w, T};
         d->lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T};
         d->in_box = sc_layout_box(&d->lin, me);
@@ -382,6 +417,9 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     struct sc_net_dist *D = net->dist;
     int T = D->ntiles, err;
     d->bucket = -1;
+    if (l->alias)
+        return 0;
+    snprintf(d->dy_sum_name, sizeof(d->dy_sum_name), "%s.grad_sum", l->name);
     ALLOC_ARRAY(d->y, T);
     ALLOC_ARRAY(d->dy, T);
     ALLOC_ARRAY(d->scratch, T);
@@ -408,19 +446,85 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     return 0;
 }
 
+/* Which reader of each output writes its gradient directly, and where the
+ * others write theirs (see layer_data). */
+static int plan_gradient_sums(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, most = 2 * net->nlayers, err;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        for (int k = 0; k < L->nsrc && !L->alias; k++) {
+            int s = L->src[k];
+            if (s < 0)
+                continue;
+            struct layer_data *ds = &D->ld[s];
+            if (!ds->contrib)
+                ALLOC_ARRAY(ds->contrib, most);
+            if (L->dx_is_dy) {
+                ds->contrib[ds->ncontrib++] = d->hdy;
+                continue;
+            }
+            if (!ds->dy_direct) {
+                ds->dy_direct = 1;
+                continue;
+            }
+            size_t n = (size_t)ds->tile_max * net->layers[s].out.c * sc_box_area(ds->out_box);
+            ALLOC_ARRAY(d->dx_own, T);
+            ALLOC_ARRAY(d->hdx_own, T);
+            for (int t = 0; t < T; t++)
+                if ((err = reg_vec(&d->hdx_own[t], (void **)&d->dx_own[t], n, sizeof(float))))
+                    return err;
+            ds->contrib[ds->ncontrib++] = d->hdx_own;
+        }
+    }
+    return 0;
+}
+
+/* dy of layer l = the sum of its readers' parts, in a fixed order. */
+static int submit_gradient_sum(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    const struct sc_layer *L = &net->layers[l];
+    int n = (int)((size_t)d->tile_max * L->out.c * sc_box_area(d->out_box)), err;
+    for (int i = 0; i < d->ncontrib; i++)
+        for (int t = 0; t < D->ntiles; t++) {
+            if (!d->tile_n[t])
+                continue;
+            if (i == 0 && !d->dy_direct)
+                err = sc_insert_copy(n, d->contrib[i][t], d->hdy[t], d->dy_sum_name);
+            else
+                err = sc_insert_accumulate(d->hdy[t], d->contrib[i][t], d->dy_sum_name);
+            if (err)
+                return err;
+        }
+    return 0;
+}
+
 /* ---- exchanges between split layers ---- */
 
 /* The tiles layer l reads as x and writes as dx. */
 static starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
-    return D->ld[l].hxin ? D->ld[l].hxin : l ? D->ld[l - 1].hy : D->hx0;
+    int s = net->layers[l].src[0];
+    return D->ld[l].hxin ? D->ld[l].hxin : s >= 0 ? D->ld[s].hy : D->hx0;
+}
+
+/* Where the gradient of layer l's input goes, in its source's layout. */
+static starpu_data_handle_t *input_grad_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    int s = net->layers[l].src[0];
+    return s < 0 ? NULL : D->ld[l].hdx_own ? D->ld[l].hdx_own : D->ld[s].hdy;
 }
 
 static starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
-    return D->ld[l].hdxin ? D->ld[l].hdxin : l ? D->ld[l - 1].hdy : NULL;
+    return D->ld[l].hdxin ? D->ld[l].hdxin : input_grad_tiles(net, l);
 }
 
 static int tile_sources(void *ctx, int which, const struct sc_box *win, struct sc_region_src *desc,
@@ -491,7 +595,7 @@ static struct sc_box need_prev_out(void *ctx, int r, int t)
 {
     struct need_ctx *c = ctx;
     (void)t;
-    return sc_layout_box(&c->net->dist->ld[c->l - 1].lout, r);
+    return sc_layout_box(&c->net->dist->ld[c->net->layers[c->l].src[0]].lout, r);
 }
 
 static int g_spatial(const struct sc_layout *L)
@@ -513,8 +617,15 @@ static int plan_exchanges(struct sc_net *net, int l)
     struct sc_layer *L = &net->layers[l];
     struct layer_data *d = &D->ld[l];
     struct need_ctx ctx = {net, l};
-    int T = D->ntiles, me = D->rt->rank, err;
-    if (l > 0 && !sc_layout_equal(&D->ld[l - 1].lout, &d->lin)) {
+    int T = D->ntiles, me = D->rt->rank, err, s = L->src[0];
+    if (L->alias)
+        return 0;
+    for (int k = 0; k < L->nsrc && (L->dx_is_dy || k > 0); k++)
+        if (!sc_layout_equal(&D->ld[L->src[k]].lout, &d->lin))
+            return sc_error(SC_ERR_ARG, "%s adds the outputs of %s and %s, which must be split like it: give "
+                            "the three the same parallel=", L->name, net->layers[L->src[0]].name,
+                            net->layers[L->src[1]].name);
+    if (s >= 0 && !sc_layout_equal(&D->ld[s].lout, &d->lin)) {
         size_t n = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box);
         ALLOC_ARRAY(d->xin, T);
         ALLOC_ARRAY(d->dxin, T);
@@ -526,9 +637,9 @@ static int plan_exchanges(struct sc_net *net, int l)
                 return err;
         snprintf(d->redist_name, sizeof(d->redist_name), "%s.redistribute", L->name);
         snprintf(d->assemble_name, sizeof(d->assemble_name), "%s.assemble", L->name);
-        if ((err = sc_fetch_create(&d->redist_fwd, &D->ld[l - 1].lout, L->in.c, &d->lin, need_in, &ctx, me,
+        if ((err = sc_fetch_create(&d->redist_fwd, &D->ld[s].lout, L->in.c, &d->lin, need_in, &ctx, me,
                                    D->rt->comm, d->redist_name)) ||
-            (err = sc_fetch_create(&d->redist_bwd, &d->lin, L->in.c, &D->ld[l - 1].lout, need_prev_out, &ctx, me,
+            (err = sc_fetch_create(&d->redist_bwd, &d->lin, L->in.c, &D->ld[s].lout, need_prev_out, &ctx, me,
                                    D->rt->comm, d->redist_name)))
             return err;
     }
@@ -551,7 +662,7 @@ static int plan_exchanges(struct sc_net *net, int l)
     snprintf(d->halo_dy_name, sizeof(d->halo_dy_name), "%s.halo_dy", L->name);
     if ((err = sc_fetch_create(&d->halo_x, &d->lin, L->in.c, &d->lin, need_x, &ctx, me, D->rt->comm,
                                d->halo_x_name)) ||
-        (l > 0 && (err = sc_fetch_create(&d->halo_dy, &d->lout, L->out.c, &d->lin, need_dy, &ctx, me, D->rt->comm,
+        (s >= 0 && (err = sc_fetch_create(&d->halo_dy, &d->lout, L->out.c, &d->lin, need_dy, &ctx, me, D->rt->comm,
                                          d->halo_dy_name))))
         return err;
     return 0;
@@ -780,10 +891,16 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     for (int l = 0; l < net->nlayers; l++) {
         const struct sc_layer *L = &net->layers[l];
         const struct layer_data *d = &D->ld[l];
+        if (L->alias)
+            continue;
         size_t out = (size_t)d->tile_max * L->out.c * sc_box_area(d->out_box) * F;
         size_t in = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box) * F;
         if (!L->is_loss)
             r->activations += 2 * T * out;
+        if (d->hdx_own) {
+            const struct layer_data *ds = &D->ld[L->src[0]];
+            r->activations += (size_t)T * ds->tile_max * L->in.c * sc_box_area(ds->out_box) * F;
+        }
         if (d->hxin)
             r->activations += 2 * T * in;
         r->activations += sc_fetch_bytes(d->redist_fwd) + sc_fetch_bytes(d->redist_bwd) +
@@ -875,6 +992,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             (L->ops->setup && (err = L->ops->setup(L, T))))
             return err;
     }
+    if ((err = plan_gradient_sums(net)))
+        return err;
     for (int l = 0; l < net->nlayers; l++)
         if ((err = plan_exchanges(net, l)))
             return err;
@@ -920,6 +1039,9 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
         unreg_vec(d->hxin[t], d->xin[t]);
         unreg_vec(d->hdxin[t], d->dxin[t]);
     }
+    for (int t = 0; d->hdx_own && t < T; t++)
+        unreg_vec(d->hdx_own[t], d->dx_own[t]);
+    free(d->contrib), free(d->dx_own), free(d->hdx_own);
     sc_fetch_destroy(d->redist_fwd);
     sc_fetch_destroy(d->redist_bwd);
     sc_fetch_destroy(d->halo_x);
@@ -994,8 +1116,9 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
     struct sc_tile_io io = {
         .n = d->tile_n[t],
         .x = x_tiles(net, l)[t],
+        .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].hy[t] : NULL,
         .y = d->hy[t],
-        .dx = l ? dx_tiles(net, l)[t] : NULL,
+        .dx = dx_tiles(net, l) ? dx_tiles(net, l)[t] : NULL,
         .dy = d->hdy[t],
         .scratch = d->hscratch[t],
         .params = d->hw,
@@ -1053,7 +1176,9 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         struct sc_layer *L = &net->layers[l];
-        if (d->redist_fwd && (err = submit_assemble(d->redist_fwd, D->ld[l - 1].hy, d, 0, L->in.c, d->hxin,
+        if (L->alias)
+            continue;
+        if (d->redist_fwd && (err = submit_assemble(d->redist_fwd, D->ld[L->src[0]].hy, d, 0, L->in.c, d->hxin,
                                                     d->assemble_name)))
             return err;
         if (d->halo_x && (err = sc_fetch_submit(d->halo_x, x_tiles(net, l))))
@@ -1139,7 +1264,11 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
     for (int l = net->nlayers - 1; l >= 0; l--) {
         struct sc_layer *layer = &net->layers[l];
         struct layer_data *d = &D->ld[l];
+        if (layer->alias)
+            continue;
         sc_task_set_priority(D->critical_priority);
+        if ((err = submit_gradient_sum(net, l)))
+            return err;
         for (int t = 0; t < D->ntiles && layer->ops->act_backward; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (io.n && (err = layer->ops->act_backward(layer, &io)))
@@ -1154,13 +1283,13 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if ((err = layer->ops->backward_tiles(layer, io, D->ntiles)))
                 return err;
         }
-        for (int t = 0; t < D->ntiles && !layer->ops->backward_tiles; t++) {
+        for (int t = 0; t < D->ntiles && layer->ops->backward; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (io.n && (err = layer->ops->backward(layer, &io)))
                 return err;
         }
-        if (d->redist_bwd && (err = submit_assemble(d->redist_bwd, d->hdxin, &D->ld[l - 1], 1, layer->in.c,
-                                                    D->ld[l - 1].hdy, d->assemble_name)))
+        if (d->redist_bwd && (err = submit_assemble(d->redist_bwd, d->hdxin, &D->ld[layer->src[0]], 1, layer->in.c,
+                                                    input_grad_tiles(net, l), d->assemble_name)))
             return err;
         if (!layer->nparams)
             continue;
@@ -1318,5 +1447,35 @@ int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
         memcpy(d->v, v[l], n * sizeof(float));
         starpu_data_release(hv);
     }
+    return 0;
+}
+
+static void copy_buffers(struct sc_net *net, float *const *b, int to_net)
+{
+    sc_net_wait(net);
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        if (!L->nbuffers || !b[l])
+            continue;
+        starpu_data_handle_t h = L->ops->buffer_handle(L);
+        starpu_data_acquire(h, to_net ? STARPU_W : STARPU_R);
+        float *mem = (float *)starpu_vector_get_local_ptr(h);
+        if (to_net)
+            memcpy(mem, b[l], L->nbuffer_values * sizeof(float));
+        else
+            memcpy(b[l], mem, L->nbuffer_values * sizeof(float));
+        starpu_data_release(h);
+    }
+}
+
+int sc_net_read_buffers(struct sc_net *net, float **b)
+{
+    copy_buffers(net, b, 0);
+    return 0;
+}
+
+int sc_net_write_buffers(struct sc_net *net, float *const *b)
+{
+    copy_buffers(net, b, 1);
     return 0;
 }

@@ -89,5 +89,10 @@ void sc_net_wait(struct sc_net *net);
  * over the ranks that own its chunks).  write: set them on every rank. */
 int sc_net_read_state(struct sc_net *net, float **w, float **v);
 int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v);
+/* Sync points: the layers' buffers (b[l]: nbuffer_values floats; each
+ * rank its own, which under sample parallelism may differ: checkpoints
+ * keep rank 0's, as PyTorch's DDP broadcasts rank 0's). */
+int sc_net_read_buffers(struct sc_net *net, float **b);
+int sc_net_write_buffers(struct sc_net *net, float *const *b);
 
 #endif

@@ -8,6 +8,8 @@
 /* A checkpoint read from a file and checked against a network. */
 struct sc_checkpoint {
     float **w, **v;        /* per layer: parameters, momentum (NULL for no parameters) */
+    float **b;             /* per layer: buffers (BN's running statistics), NULL for none or
+                            * when the file has none (older checkpoints: the net keeps its own) */
     int64_t iteration;
 };
 
