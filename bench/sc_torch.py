@@ -5,7 +5,9 @@ Shared helpers for bench/torch_ddp.py and bench/torch_check.py:
   * load_cfg(path) / build_model(cfg): starconv's Darknet-style .cfg file ->
     nn.Sequential with the same layers, in the same order, so that the
     state_dict names ("0.weight", "0.bias", "3.weight", ...) are the names of
-    starconv's checkpoint tensors;
+    starconv's checkpoint tensors; a model with [route] or [shortcut] layers
+    gives a GraphNet, whose modules have the names they would have in that
+    nn.Sequential;
   * load_idx(dir, prefix): Fashion-MNIST IDX files (optionally .gz) -> uint8
     images [N, 1, H, W] and int64 labels; to_input() turns images into the
     float inputs pixel/255 (no other normalisation, as starconv does);
@@ -104,6 +106,13 @@ class _Section:
             raise ScError("%s:%d: %s=%s: expected one of %s" % (self.path, line, key, value, ", ".join(choices)))
         return value
 
+    def get_any(self, key):
+        """key's value, unchecked (a setting that only starconv reads), or None."""
+        if key not in self.keys:
+            return None
+        self.used.add(key)
+        return self.keys[key][0]
+
     def check_unused(self):
         for key, (_, line) in self.keys.items():
             if key not in self.used:
@@ -111,7 +120,16 @@ class _Section:
 
 
 class LayerSpec:
-    """One layer of a model: kind in conv/maxpool/avgpool/connected/softmax."""
+    """One layer of a model.
+
+    kind is one of conv, batchnorm, maxpool, avgpool, gap (global_avgpool),
+    connected, route, shortcut, softmax.  Every layer has: index (its number,
+    from 0 after [net]), line, src (the layer whose output it reads, -1 for
+    the network's input; routes are read through), out (its output shape:
+    (c, h, w), or (n,) once flat), torch_index (the index of its first
+    module, as in starconv's checkpoint names) and modules (how many modules
+    it adds).  A shortcut also has src2 (its from= layer), a route has
+    target (= src, the layer whose output it is)."""
 
     def __init__(self, kind, **kw):
         self.kind = kind
@@ -130,6 +148,16 @@ class ModelSpec:
     def name(self):
         return os.path.splitext(os.path.basename(self.path))[0]
 
+    @property
+    def is_graph(self):
+        """True when a [route] or [shortcut] makes the model more than a chain."""
+        return any(L.kind in ("route", "shortcut") for L in self.layers)
+
+    @property
+    def per_pixel(self):
+        """True when the loss is [softmax] per_pixel=1."""
+        return bool(self.layers and self.layers[-1].kind == "softmax" and self.layers[-1].per_pixel)
+
 
 def resolve_model(model):
     """A model argument is a .cfg path or a name: "lenet" -> <repo>/models/lenet.cfg."""
@@ -146,6 +174,10 @@ def _out_size(n, k, s, p):
     return (n + 2 * p - k) // s + 1
 
 
+def _shape_str(shape):
+    return "x".join(map(str, shape))
+
+
 def load_cfg(path):
     """Read and check a model file; returns a ModelSpec with output shapes."""
     path = resolve_model(path)
@@ -157,7 +189,28 @@ def load_cfg(path):
     return parse_model_text(text, path)
 
 
+def _layer_ref(s, key, index):
+    """The layer named by key (route's layers=, shortcut's from=) of layer
+    number index: negative is relative to index, otherwise absolute; it must
+    be an earlier layer."""
+    v = s.get_int(key, None, -(1 << 20), 1 << 20)
+    target = index + v if v < 0 else v
+    if not 0 <= target < index:
+        raise ScError("%s:%d: %s=%d in [%s] (layer %d) must name an earlier layer (%d..-1 or 0..%d)"
+                      % (s.path, s.keys[key][1], key, v, s.name, index, -index, index - 1))
+    return target
+
+
 def parse_model_text(text, path="<string>"):
+    """Check a model's text and compute its layers (see LayerSpec).
+
+    The layers count from 0 after [net]; a [route] is its target's output
+    (the next layer reads that), a [shortcut] adds the previous layer's
+    output and its from= layer's.  torch_index follows starconv: a running
+    counter, advanced by each layer's module count (convolutional,
+    batchnorm, connected: 1, +1 with activation=relu; pools 1; route,
+    shortcut, softmax 0) and by one nn.Flatten before the first
+    [connected]."""
     raw = parse_cfg_text(text, path)
     if not raw or raw[0][0] != "net":
         raise ScError("%s: the first section must be [net]" % path)
@@ -168,14 +221,26 @@ def parse_model_text(text, path="<string>"):
     classes = net.get_int("classes", 10, 2, 1 << 20)
     # [net] may carry settings that only starconv reads (batch, ...): not checked.
     layers = []
-    shape = (c, h, w)  # current activation: (c, h, w) or (n,) once flat
+    torch_index, flat = 0, False
     for sname, keys, line in raw[1:]:
         s = _Section(path, sname, keys, line)
+        i = len(layers)
         if layers and layers[-1].kind == "softmax":
             raise ScError("%s:%d: [softmax] must be the last section" % (path, layers[-1].line))
+        if sname not in _KINDS:
+            raise ScError("%s:%d: unknown section [%s]" % (path, line, sname))
+        s.get_any("parallel")  # starconv's per-layer distribution: nothing to do here
+        src = _resolve(layers, i - 1)
+        if sname == "connected":
+            if not flat:
+                torch_index += 1  # the nn.Flatten before the first [connected]
+        elif flat and sname != "softmax":
+            raise ScError("%s:%d: [%s] after [connected] is not supported" % (path, line, sname))
+        if sname in ("route", "shortcut"):
+            ref = _layer_ref(s, "layers" if sname == "route" else "from", i)
+        shape = layers[src].out if src >= 0 else (c, h, w)  # input: (c, h, w) or (n,) once flat
+        common = dict(index=i, line=line, src=src, torch_index=torch_index)
         if sname == "convolutional":
-            if len(shape) != 3:
-                raise ScError("%s:%d: [convolutional] after [connected]" % (path, line))
             f = s.get_int("filters", None, 1, 1 << 20)
             k = s.get_int("size", None, 1, 1024)
             st = s.get_int("stride", 1, 1, 1024)
@@ -184,11 +249,14 @@ def parse_model_text(text, path="<string>"):
             oh, ow = _out_size(shape[1], k, st, p), _out_size(shape[2], k, st, p)
             if oh < 1 or ow < 1:
                 raise ScError("%s:%d: kernel %d larger than the padded input %dx%d" % (path, line, k, shape[1], shape[2]))
-            layers.append(LayerSpec("conv", line=line, cin=shape[0], filters=f, size=k, stride=st,
-                                    pad=p, relu=(act == "relu"), out=(f, oh, ow)))
+            layers.append(LayerSpec("conv", cin=shape[0], filters=f, size=k, stride=st, pad=p,
+                                    relu=(act == "relu"), out=(f, oh, ow), modules=1 + (act == "relu"), **common))
+        elif sname == "batchnorm":
+            act = s.get_str("activation", "linear", ("relu", "linear"))
+            s.get_str("stats", "sample", ("sample", "local"))  # one process: both are the same here
+            layers.append(LayerSpec("batchnorm", channels=shape[0], relu=(act == "relu"), out=shape,
+                                    modules=1 + (act == "relu"), **common))
         elif sname in ("maxpool", "avgpool"):
-            if len(shape) != 3:
-                raise ScError("%s:%d: [%s] after [connected]" % (path, line, sname))
             k = s.get_int("size", None, 1, 1024)
             st = s.get_int("stride", k, 1, 1024)
             p = s.get_int("pad", 0, 0, 1024)
@@ -197,60 +265,195 @@ def parse_model_text(text, path="<string>"):
             oh, ow = _out_size(shape[1], k, st, p), _out_size(shape[2], k, st, p)
             if oh < 1 or ow < 1:
                 raise ScError("%s:%d: pool size %d larger than the padded input %dx%d" % (path, line, k, shape[1], shape[2]))
-            layers.append(LayerSpec(sname, line=line, size=k, stride=st, pad=p, out=(shape[0], oh, ow)))
+            layers.append(LayerSpec(sname, size=k, stride=st, pad=p, out=(shape[0], oh, ow), modules=1, **common))
+        elif sname == "global_avgpool":
+            layers.append(LayerSpec("gap", out=(shape[0], 1, 1), modules=1, **common))
         elif sname == "connected":
             o = s.get_int("output", None, 1, 1 << 24)
             act = s.get_str("activation", "linear", ("relu", "linear"))
-            nin = shape[0] * shape[1] * shape[2] if len(shape) == 3 else shape[0]
-            layers.append(LayerSpec("connected", line=line, inputs=nin, output=o, relu=(act == "relu"),
-                                    flatten=(len(shape) == 3), out=(o,)))
+            nin = _prod(shape)
+            layers.append(LayerSpec("connected", inputs=nin, output=o, relu=(act == "relu"), flatten=not flat,
+                                    out=(o,), modules=1 + (act == "relu"), **common))
+            flat = True
+        elif sname == "route":
+            common["src"] = _resolve(layers, ref)  # a route to a route is the latter's target
+            layers.append(LayerSpec("route", target=common["src"], out=layers[common["src"]].out, modules=0,
+                                    **common))
+        elif sname == "shortcut":
+            act = s.get_str("activation", "linear", ("relu", "linear"))
+            src2 = _resolve(layers, ref)
+            if tuple(layers[src2].out) != tuple(shape):
+                raise ScError("%s:%d: [shortcut] adds %s (layer %d) to %s (layer %d): the shapes must be equal "
+                              "(project with a 1x1 [convolutional] after a [route])"
+                              % (path, line, _shape_str(layers[src2].out), src2, _shape_str(shape), src))
+            layers.append(LayerSpec("shortcut", src2=src2, relu=(act == "relu"), out=shape, modules=0, **common))
         elif sname == "softmax":
-            layers.append(LayerSpec("softmax", line=line, out=shape))
-        else:
-            raise ScError("%s:%d: unknown section [%s]" % (path, line, sname))
+            pp = s.get_int("per_pixel", 0, 0, 1)
+            layers.append(LayerSpec("softmax", per_pixel=bool(pp), out=shape, modules=0, **common))
         s.check_unused()
-        shape = layers[-1].out
+        torch_index += layers[-1].modules
     if not layers or layers[-1].kind != "softmax":
         raise ScError("%s: the last section must be [softmax]" % path)
-    if len(shape) != 1 or shape[0] != classes:
-        raise ScError("%s: the output before [softmax] has shape %s, expected (%d,) (classes)"
-                      % (path, "x".join(map(str, shape)), classes))
+    for L in layers:  # as starconv: every output feeds some layer (or is the loss)
+        used = L.kind in ("softmax", "route")
+        used = used or any(M.kind != "route" and L.index in (M.src, getattr(M, "src2", None))
+                           for M in layers[L.index + 1:])
+        if not used:
+            raise ScError("%s:%d: the output of [%s] (layer %d) feeds no layer" % (path, L.line, _section(L), L.index))
+    loss = layers[-1]
+    shape = loss.out
+    if loss.per_pixel:
+        if shape[0] != classes:
+            raise ScError("%s:%d: [softmax] per_pixel=1 gets %d channels but [net] has classes=%d"
+                          % (path, loss.line, shape[0], classes))
+    elif _prod(shape) != classes:
+        raise ScError("%s:%d: [softmax] gets %s (%d values per sample) but [net] has classes=%d"
+                      % (path, loss.line, _shape_str(shape), _prod(shape), classes))
     return ModelSpec(path, c, h, w, classes, layers)
 
 
+_KINDS = {  # section -> LayerSpec.kind
+    "convolutional": "conv", "batchnorm": "batchnorm", "maxpool": "maxpool", "avgpool": "avgpool",
+    "global_avgpool": "gap", "connected": "connected", "route": "route", "shortcut": "shortcut",
+    "softmax": "softmax"}
+_SECTIONS = {kind: section for section, kind in _KINDS.items()}
+
+
+def _section(L):
+    return _SECTIONS[L.kind]
+
+
+def _resolve(layers, j):
+    """Layer j, or its target if it is a route (routes resolve when parsed,
+    so one step is enough); -1 (the input) stays -1."""
+    if j >= 0 and layers[j].kind == "route":
+        return layers[j].target
+    return j
+
+
+def _layer_modules(L):
+    """The modules of one layer, in order (their indices: L.torch_index, +1,
+    ...); the nn.Flatten before the first [connected] is not among them."""
+    if L.kind == "conv":
+        mods = [nn.Conv2d(L.cin, L.filters, L.size, L.stride, L.pad)]
+    elif L.kind == "batchnorm":
+        mods = [nn.BatchNorm2d(L.channels, eps=1e-5, momentum=0.1)]
+    elif L.kind == "maxpool":
+        mods = [nn.MaxPool2d(L.size, L.stride, L.pad)]
+    elif L.kind == "avgpool":
+        mods = [nn.AvgPool2d(L.size, L.stride, L.pad)]
+    elif L.kind == "gap":
+        mods = [nn.AdaptiveAvgPool2d(1)]
+    elif L.kind == "connected":
+        mods = [nn.Linear(L.inputs, L.output)]
+    else:  # route, shortcut, softmax (the loss is nn.CrossEntropyLoss)
+        return []
+    if getattr(L, "relu", False):
+        mods.append(nn.ReLU())
+    assert len(mods) == L.modules
+    return mods
+
+
+def _needs_flatten(spec):
+    """Whole-sample softmax reading a C x H x W output: the logits are flattened."""
+    loss = spec.layers[-1]
+    return not loss.per_pixel and len(loss.out) == 3
+
+
+if nn is not None:
+    class GraphNet(nn.Module):
+        """A model with [route] / [shortcut] layers.
+
+        Every module is registered under its torch index (add_module("3",
+        ...)), so that the state_dict names are those of the nn.Sequential
+        starconv's checkpoints are named after; forward walks the layers in
+        file order, keeping the outputs that later layers read."""
+
+        def __init__(self, spec):
+            super().__init__()
+            self.plan = []  # per layer: (kind, src, src2, relu, [module names])
+            last_use = {}
+            for L in spec.layers:
+                if L.kind == "route":  # its readers read its target
+                    continue
+                for j in (L.src, getattr(L, "src2", -1)):
+                    if j >= 0:
+                        last_use[j] = L.index
+            for L in spec.layers:
+                names = []
+                if L.kind == "connected" and L.flatten:
+                    self.add_module(str(L.torch_index - 1), nn.Flatten())
+                    names.append(str(L.torch_index - 1))
+                for k, m in enumerate(_layer_modules(L)):
+                    self.add_module(str(L.torch_index + k), m)
+                    names.append(str(L.torch_index + k))
+                self.plan.append((L.kind, L.src, getattr(L, "src2", -1), bool(getattr(L, "relu", False)), names))
+            # outputs that may be dropped after layer i: those last read there
+            self.drop = [[j for j, u in last_use.items() if u == i] for i in range(len(spec.layers))]
+            self.flatten_logits = _needs_flatten(spec)
+
+        def forward(self, x):
+            outs = {}
+            y = x
+            for i, (kind, src, src2, relu, names) in enumerate(self.plan):
+                if kind == "route":  # nothing to compute: its readers read its target
+                    continue
+                y = x if src < 0 else outs[src]
+                if kind == "shortcut":
+                    y = y + outs[src2]
+                    if relu:
+                        y = torch.relu(y)
+                for name in names:
+                    y = self._modules[name](y)
+                for j in self.drop[i]:
+                    del outs[j]
+                outs[i] = y
+            if self.flatten_logits:
+                y = torch.flatten(y, 1)
+            return y
+
+
 def build_model(spec):
-    """ModelSpec (or cfg path) -> nn.Sequential in the layer order of the file."""
+    """ModelSpec (or cfg path) -> nn.Module in the layer order of the file.
+
+    A chain (no [route] nor [shortcut]) gives an nn.Sequential; otherwise a
+    GraphNet, whose modules have the same names.  Either way the state_dict
+    names are starconv's checkpoint names (see parse_model_text)."""
     if isinstance(spec, str):
         spec = load_cfg(spec)
+    if spec.is_graph:
+        return GraphNet(spec)
     mods = []
     for L in spec.layers:
-        if L.kind == "conv":
-            mods.append(nn.Conv2d(L.cin, L.filters, L.size, L.stride, L.pad))
-            if L.relu:
-                mods.append(nn.ReLU())
-        elif L.kind == "maxpool":
-            mods.append(nn.MaxPool2d(L.size, L.stride, L.pad))
-        elif L.kind == "avgpool":
-            mods.append(nn.AvgPool2d(L.size, L.stride, L.pad))
-        elif L.kind == "connected":
-            if L.flatten:
-                mods.append(nn.Flatten())
-            mods.append(nn.Linear(L.inputs, L.output))
-            if L.relu:
-                mods.append(nn.ReLU())
-        # softmax: nothing, the loss is nn.CrossEntropyLoss
+        if L.kind == "connected" and L.flatten:
+            mods.append(nn.Flatten())
+        assert len(mods) == L.torch_index
+        mods.extend(_layer_modules(L))
+    if _needs_flatten(spec):
+        mods.append(nn.Flatten())  # no parameters: the names do not change
     return nn.Sequential(*mods)
 
 
 def describe(spec):
     lines = ["%s: input %dx%dx%d, %d classes" % (spec.path, spec.channels, spec.height, spec.width, spec.classes)]
     for L in spec.layers:
-        lines.append("  line %3d %-10s -> %s" % (L.line, L.kind, "x".join(map(str, L.out))))
+        note = ""
+        if L.kind == "route":
+            note = " (layer %d's output)" % L.target
+        elif L.kind == "shortcut":
+            note = " (layer %d + layer %d%s)" % (L.src, L.src2, ", relu" if L.relu else "")
+        elif L.kind == "softmax" and L.per_pixel:
+            note = " (per pixel)"
+        lines.append("  line %3d %-10s -> %s%s" % (L.line, L.kind, _shape_str(L.out), note))
     model = build_model(spec)
     total = 0
+    params = dict(model.named_parameters())
     for name, p in model.state_dict().items():
-        total += p.numel()
-        lines.append("  %-10s %s" % (name, list(p.shape)))
+        if name in params:
+            total += p.numel()
+            lines.append("  %-10s %s" % (name, list(p.shape)))
+        else:
+            lines.append("  %-10s %s (buffer)" % (name, list(p.shape)))
     lines.append("  %d parameters" % total)
     return "\n".join(lines)
 
@@ -505,24 +708,53 @@ def save_checkpoint(path, model, optimizer=None, iteration=0, metadata=None):
     st_write_torch(path, tensors, metadata)
 
 
+def buffer_names(model):
+    """Names of the state_dict entries that are buffers, not parameters:
+    batch normalization's running_mean, running_var (float32) and
+    num_batches_tracked (int64, shape [])."""
+    params = set(name for name, _ in model.named_parameters())
+    return [name for name in model.state_dict() if name not in params]
+
+
+def checkpoint_tensor(path, name, t, ref):
+    """Check checkpoint tensor t against the model's ref (same name): float32
+    of the same shape, or for an int64 ref (num_batches_tracked) one integer.
+    Returns t as the model holds it."""
+    if ref.dtype == torch.int64:
+        if t.numel() != 1 or t.dtype.is_floating_point or t.dtype == torch.bool:
+            raise ScError("%s: tensor '%s' is %s %s, expected one integer" % (path, name, t.dtype, list(t.shape)))
+        return t.reshape(ref.shape).to(torch.int64)
+    if t.dtype != torch.float32 or list(t.shape) != list(ref.shape):
+        raise ScError("%s: tensor '%s' is %s %s, expected float32 %s"
+                      % (path, name, t.dtype, list(t.shape), list(ref.shape)))
+    return t
+
+
 def load_checkpoint(path, model, optimizer=None, require_optimizer=False):
     """Load parameters into model (names and shapes must match exactly) and,
     when present, momentum buffers into optimizer (torch.optim.SGD).
+    Batch normalization buffers (running_mean, running_var,
+    num_batches_tracked) that the checkpoint lacks (older checkpoints) keep
+    PyTorch's defaults, with a warning on stderr for each.
     Returns the checkpoint's optimizer.iteration (0 when absent)."""
     tensors, _ = st_read_torch(path)
     sd = model.state_dict()
+    buffers = set(buffer_names(model))
+    new_sd = {}
     for name, ref in sd.items():
         if name not in tensors:
+            if name in buffers:
+                print("sc_torch: warning: %s: no tensor '%s' (older checkpoint?), keeping PyTorch's default"
+                      % (path, name), file=sys.stderr)
+                new_sd[name] = ref
+                continue
             raise ScError("%s: no tensor '%s' (checkpoint of another model?)" % (path, name))
-        t = tensors[name]
-        if t.dtype != torch.float32 or list(t.shape) != list(ref.shape):
-            raise ScError("%s: tensor '%s' is %s %s, expected float32 %s"
-                          % (path, name, t.dtype, list(t.shape), list(ref.shape)))
+        new_sd[name] = checkpoint_tensor(path, name, tensors[name], ref)
     known = set(sd) | {"optimizer.iteration"} | set(optimizer_names(model).values())
     extra = [n for n in tensors if n not in known]
     if extra:
         raise ScError("%s: unexpected tensor(s) %s (checkpoint of another model?)" % (path, ", ".join(extra)))
-    model.load_state_dict({name: tensors[name] for name in sd})
+    model.load_state_dict(new_sd)
     params = dict(model.named_parameters())
     for pname, bname in optimizer_names(model).items():
         if bname not in tensors:

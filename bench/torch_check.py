@@ -5,28 +5,39 @@ Check mode:
   torch_check.py --model M --init INIT.safetensors --final FINAL.safetensors \\
                  --iters K --batch B --lr LR --momentum MOM --weight-decay WD
 
-  Loads starconv's checkpoint INIT into the nn.Sequential built from M
-  (models/M.cfg or a .cfg path): parameters under their state_dict names
-  ("0.weight", "0.bias", ...), and, when present, the SGD momentum buffers
-  "optimizer.<param>.momentum_buffer" and "optimizer.iteration" (absent
-  buffers start empty, absent iteration is 0).  Trains K iterations in one
-  process with torch.optim.SGD (dampening 0, no Nesterov) on Fashion-MNIST
-  samples in order, without shuffling: global batch i is samples
-  [i*B, (i+1)*B), starting at i = INIT's optimizer.iteration (or
-  --start-iter); inputs pixel/255, loss nn.CrossEntropyLoss (mean).  Then
+  Loads starconv's checkpoint INIT into the model built from M
+  (models/M.cfg or a .cfg path; sc_torch.build_model): parameters under
+  their state_dict names ("0.weight", "0.bias", ...), batch normalization's
+  running_mean / running_var / num_batches_tracked when present (absent
+  ones keep PyTorch's defaults, with a warning), and, when present, the SGD
+  momentum buffers "optimizer.<param>.momentum_buffer" and
+  "optimizer.iteration" (absent buffers start empty, absent iteration is
+  0).  Trains K iterations in one process (model.train()) with
+  torch.optim.SGD (dampening 0, no Nesterov) on Fashion-MNIST samples in
+  order, without shuffling: global batch i is samples [i*B, (i+1)*B),
+  starting at i = INIT's optimizer.iteration (or --start-iter); inputs
+  pixel/255, loss nn.CrossEntropyLoss (mean).  Then
   compares every parameter with FINAL: prints ||a-b|| / ||b|| per tensor and
   the maximum, and exits 0 if every one is <= --tol (1e-4), 1 otherwise.
+  Batch normalization's running_mean / running_var count as parameters when
+  FINAL has them, its num_batches_tracked must equal PyTorch's exactly;
+  those FINAL lacks are reported as "not in checkpoint" and do not fail.
   --check-momentum also holds the momentum buffers to the tolerance.
   --save-final PATH writes PyTorch's own result as a checkpoint.
 
 Eval mode:
   torch_check.py --model M --eval CKPT
-  prints "torch test accuracy: X%" on the t10k set.
+  prints "torch test accuracy: X%" on the t10k set (model.eval(): batch
+  normalization uses CKPT's running statistics).
 
 Init mode:
   torch_check.py --model M --write-init PATH [--seed S]
   writes PyTorch's default initialisation (seeded) as a starconv checkpoint
-  (parameters, zero momentum buffers, optimizer.iteration = 0).
+  (parameters, batch normalization buffers, zero momentum buffers,
+  optimizer.iteration = 0).
+
+Models with a per-pixel loss ([softmax] per_pixel=1) have no Fashion-MNIST
+labels: check and eval modes refuse them (exit status 2).
 
 Exit status: 0 pass, 1 parameters differ, 2 bad arguments or files,
 77 torch cannot be imported (so that a test can skip).
@@ -60,10 +71,18 @@ def rel_err(a, b):
     return diff / ref
 
 
+def no_per_pixel(spec):
+    """The data here is Fashion-MNIST, with one label per sample."""
+    if spec.per_pixel:
+        raise ScError("%s:%d: [softmax] per_pixel=1: per_pixel not supported by torch_check "
+                      "(one label per sample)" % (spec.path, spec.layers[-1].line))
+
+
 def train(model, opt, images, labels, start, iters, batch):
     loss_fn = nn.CrossEntropyLoss()
     n = images.shape[0]
     loss = None
+    model.train()  # batch normalization: batch statistics, running ones updated
     for i in range(start, start + iters):
         lo, hi = sc_torch.batch_range(i, batch, n)
         x = sc_torch.to_input(images[lo:hi])
@@ -75,6 +94,7 @@ def train(model, opt, images, labels, start, iters, batch):
 
 
 def do_check(args, spec):
+    no_per_pixel(spec)
     model = sc_torch.build_model(spec)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
@@ -92,13 +112,19 @@ def do_check(args, spec):
         sc_torch.save_checkpoint(args.save_final, model, opt, start + args.iters)
 
     worst, worst_name, ok = 0.0, None, True
+    buffers = set(sc_torch.buffer_names(model))
     for name, p in model.state_dict().items():
         if name not in final:
+            if name in buffers:
+                print("  %-34s %-16s not in checkpoint" % (name, "x".join(map(str, p.shape)) or "scalar"))
+                continue
             raise ScError("%s: no tensor '%s'" % (args.final, name))
-        f = final[name]
-        if list(f.shape) != list(p.shape) or f.dtype != torch.float32:
-            raise ScError("%s: tensor '%s' is %s %s, expected float32 %s"
-                          % (args.final, name, f.dtype, list(f.shape), list(p.shape)))
+        f = sc_torch.checkpoint_tensor(args.final, name, final[name], p)
+        if p.dtype == torch.int64:  # num_batches_tracked: exactly
+            bad = int(f) != int(p)
+            ok &= not bad
+            print("  %-34s %-16s %d, torch %d%s" % (name, "scalar", int(f), int(p), "  differs" if bad else ""))
+            continue
         e = rel_err(f, p)
         bad = not e <= args.tol
         ok &= not bad
@@ -138,6 +164,7 @@ def do_check(args, spec):
 
 
 def do_eval(args, spec):
+    no_per_pixel(spec)
     model = sc_torch.build_model(spec)
     sc_torch.load_checkpoint(args.eval, model)
     images, labels = sc_torch.load_idx(args.data, "t10k")

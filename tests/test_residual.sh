@@ -59,4 +59,16 @@ sed 's/^from=-4$/from=-1/' "$RES" >"$WORK/unused.cfg"
 refused "an output nothing reads" "feeds no layer" 1 "$WORK/unused.cfg"
 awk '{ print } /^\[shortcut\]$/ && !done { print "parallel=n2"; done = 1 }' "$RES" >"$WORK/split.cfg"
 refused "a shortcut split unlike its inputs" "must be split like it" 2 "$WORK/split.cfg" --parallel h2
+
+# ResNet-50 (224x224x3, 1000 classes) builds and trains on synthetic
+# input, its convolutions split over 2 ranks by rows: one iteration, a
+# finite loss
+if run 2 1 --model "$MODELS/resnet50.cfg" --data synthetic:3x224x224:1000 --batch 2 --lr 0.01 --iters 1 \
+  --log-every 1 --test off --parallel h2 >"$WORK/log" 2>&1 &&
+  grep -q "25583592 parameters" "$WORK/log" && grep -Eq "iter 1 +loss [0-9]+\.[0-9]+" "$WORK/log"; then
+  ok "resnet50.cfg trains on synthetic:3x224x224:1000 under h2: $(grep -Eo "iter 1 +loss [0-9.]+" "$WORK/log")"
+else
+  fail "resnet50.cfg under h2"
+  tail -3 "$WORK/log"
+fi
 finish
