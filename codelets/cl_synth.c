@@ -216,22 +216,29 @@ static void image_sample(const struct sc_synth_args *a, int32_t idx, float *x, i
     labels[0] = label;
 }
 
+/* Two scales: waves 0 and 1 long (wavelengths side/2 to 2*side, at least
+ * 8), which carry most of the amplitude (0.6), so that the label of a
+ * mesh model's output cell (1/64 of the side) is predictable from the
+ * cell's neighbourhood; waves 2 and 3 short (wavelengths 8 to 16), so
+ * that at pixel level the label's 2-pixel shifts matter (halos). */
 static void mesh_waves(const struct sc_synth_args *a, int32_t idx, int field, struct wave *wv)
 {
     int side = a->h < a->w ? a->h : a->w;
-    double fmax = 1.0 / 8, fmin = 1.0 / (side / 2.0 > 8 ? side / 2.0 : 8);
-    double sum = 0;
+    double lmin = side / 2.0 > 8 ? side / 2.0 : 8, lmax = 2.0 * side > lmin ? 2.0 * side : lmin;
+    double sum[2] = {0, 0};
     for (int k = 0; k < MESH_K; k++) {
+        int lng = k < MESH_K / 2;
+        double fmin = lng ? 1.0 / lmax : 1.0 / 16, fmax = lng ? 1.0 / lmin : 1.0 / 8;
         uint64_t h = hash5(a->seed, TAG_MESH, (uint32_t)idx, (uint64_t)field, (uint64_t)k);
         double theta = TWO_PI * unif(h, 0), f = fmin + (fmax - fmin) * unif(h, 1);
         wv[k].kr = TWO_PI * f * cos(theta);
         wv[k].kc = TWO_PI * f * sin(theta);
         wv[k].ph = TWO_PI * unif(h, 2);
         wv[k].amp = 0.5 + 0.5 * unif(h, 3);
-        sum += wv[k].amp;
+        sum[lng] += wv[k].amp;
     }
     for (int k = 0; k < MESH_K; k++)
-        wv[k].amp /= sum;
+        wv[k].amp *= (k < MESH_K / 2 ? 0.6 : 0.4) / sum[k < MESH_K / 2];
 }
 
 static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,

@@ -12,9 +12,13 @@
  *   in [-0.1, 0.1) from a counter hash of (seed, idx, ch, row, col).
  *   Values lie in [-1, 1].
  * MESH (--data synthetic-mesh:SIZE, 18 channels, 2 classes, per-pixel
- *   labels): field ch = sum of 4 sinusoids (direction, wavelength 8 to
- *   max(8, min(h,w)/2) pixels with uniform frequency, phase, amplitude from
- *   hash(seed, idx, ch, k); amplitudes sum to 1, so values lie in [-1, 1]).
+ *   labels): field ch = sum of 4 sinusoids (direction, frequency,
+ *   phase, amplitude from hash(seed, idx, ch, k)): two long ones
+ *   (wavelength min(h,w)/2 to 2 min(h,w), at least 8 pixels; amplitudes
+ *   summing to 0.6) and two short ones (wavelength 8 to 16; amplitudes
+ *   summing to 0.4), so values lie in [-1, 1].  The long waves make the
+ *   majority label of a 64x64 cell (the mesh models' output pixel)
+ *   learnable; the short ones make the 2-pixel shifts below matter.
  *   Channel ch of x is field ch, and
  *     label(r,c) = [ f0(r-2,c) + f1(r+2,c) - f2(r,c-2) - f3(r,c+2) > 0 ]
  *   (summed left to right in float), the fields evaluated analytically at
