@@ -44,25 +44,21 @@ else
   fail "residual.cfg differs from PyTorch"
   cat "$WORK/log"
 fi
-# its checkpoint evaluates in PyTorch (eval mode: the running statistics)
-# as in starconv
-out=$(run 1 2 --model "$RES" --batch 64 --iters 100 --save "$WORK/res-eval.safetensors" 2>/dev/null)
-ours=$(echo "$out" | sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p')
-theirs=$("$PY" "$CHECK" --model "$RES" --eval "$WORK/res-eval.safetensors" --data "$DATA" |
-  sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p')
-if [ -n "$ours" ] && [ -n "$theirs" ] && awk "BEGIN { d = $ours - $theirs; exit !(d <= 0.1 && d >= -0.1) }"; then
-  ok "residual checkpoint (BN running statistics) loads in PyTorch: test accuracy $theirs% there, $ours% here"
-else
-  fail "residual: test accuracy in PyTorch '${theirs:-none}' vs starconv '${ours:-none}'"
-fi
-
-out=$(run 2 1 --model "$MODELS/lenet.cfg" --batch 64 --iters 150 --save "$WORK/eval.safetensors" 2>/dev/null)
-ours=$(echo "$out" | sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p')
-theirs=$("$PY" "$CHECK" --model "$MODELS/lenet.cfg" --eval "$WORK/eval.safetensors" --data "$DATA" |
-  sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p')
-if [ -n "$ours" ] && [ -n "$theirs" ] && awk "BEGIN { d = $ours - $theirs; exit !(d <= 0.1 && d >= -0.1) }"; then
-  ok "checkpoint loads in PyTorch: test accuracy $theirs% there, $ours% here"
-else
-  fail "test accuracy in PyTorch '${theirs:-none}' vs starconv '${ours:-none}'"
-fi
+# eval_in_torch NP NCPU MODEL ITERS WHAT: a checkpoint trained on NP ranks
+# evaluates in PyTorch (eval mode) to the test accuracy starconv measured
+eval_in_torch() {
+  ckpt="$WORK/eval-$(basename "$3" .cfg).safetensors"
+  out=$(run "$1" "$2" --model "$3" --batch 64 --iters "$4" --save "$ckpt" 2>/dev/null)
+  ours=$(echo "$out" | sed -n 's/.*test accuracy \([0-9.]*\)%.*/\1/p')
+  theirs=$("$PY" "$CHECK" --model "$3" --eval "$ckpt" --data "$DATA" |
+    sed -n 's/.*test accuracy: \([0-9.]*\)%.*/\1/p')
+  if [ -n "$ours" ] && [ -n "$theirs" ] && awk "BEGIN { d = $ours - $theirs; exit !(d <= 0.1 && d >= -0.1) }"; then
+    ok "$5 loads in PyTorch: test accuracy $theirs% there, $ours% here"
+  else
+    fail "$5: test accuracy in PyTorch '${theirs:-none}' vs starconv '${ours:-none}'"
+  fi
+}
+# the residual one's BN layers evaluate with the checkpoint's running statistics
+eval_in_torch 1 2 "$RES" 100 "residual checkpoint (BN running statistics)"
+eval_in_torch 2 1 "$MODELS/lenet.cfg" 150 "checkpoint"
 finish
