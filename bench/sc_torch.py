@@ -750,7 +750,10 @@ def load_checkpoint(path, model, optimizer=None, require_optimizer=False):
                 continue
             raise ScError("%s: no tensor '%s' (checkpoint of another model?)" % (path, name))
         new_sd[name] = checkpoint_tensor(path, name, tensors[name], ref)
-    known = set(sd) | {"optimizer.iteration"} | set(optimizer_names(model).values())
+    # optimizer.seed, .global_batch, .train_samples, .shuffle: starconv's
+    # data order for --resume; nothing PyTorch's side uses.
+    known = (set(sd) | {"optimizer.iteration"} | set(optimizer_names(model).values())
+             | {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples", "optimizer.shuffle"})
     extra = [n for n in tensors if n not in known]
     if extra:
         raise ScError("%s: unexpected tensor(s) %s (checkpoint of another model?)" % (path, ", ".join(extra)))

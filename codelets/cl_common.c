@@ -23,6 +23,8 @@ static struct worker_slot {
     int n, cap;
     void *scratch;
     size_t scratch_bytes;
+    void *buf[SC_WORKER_BUFS]; /* sc_worker_buf */
+    size_t buf_bytes[SC_WORKER_BUFS];
 } slots[STARPU_NMAXWORKERS];
 
 static pthread_mutex_t engine_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -80,20 +82,42 @@ void sc_codelets_init(void)
     starpu_execute_on_each_worker(single_thread, NULL, STARPU_CPU);
 }
 
+static void release_slot(struct worker_slot *s)
+{
+    for (int i = 0; i < s->n; i++) {
+        s->e[i].destroy(s->e[i].val);
+        free(s->e[i].key);
+    }
+    free(s->e);
+    free(s->scratch);
+    for (int i = 0; i < SC_WORKER_BUFS; i++)
+        free(s->buf[i]);
+    if (s->stream)
+        dnnl_stream_destroy(s->stream);
+    memset(s, 0, sizeof *s);
+}
+
+static void release_my_slot(void *arg)
+{
+    (void)arg;
+    struct worker_slot *s = my_slot();
+    if (s)
+        release_slot(s);
+}
+
+/* A worker's primitives are destroyed on that worker's thread: oneDNN
+ * (without DNNL_ENABLE_CONCURRENT_EXEC, as Debian builds it) backs them with
+ * a per-thread scratchpad whose reference count is thread_local, taken by
+ * dnnl_primitive_create and dropped by dnnl_primitive_destroy.  Destroyed
+ * from the main thread, the worker's count never came back to zero and its
+ * scratchpad (and through it the engine) leaked when the worker thread
+ * exited (LeakSanitizer; gemm-based convolution backward data). */
 void sc_codelets_shutdown(void)
 {
-    for (int w = 0; w < STARPU_NMAXWORKERS; w++) {
-        struct worker_slot *s = &slots[w];
-        for (int i = 0; i < s->n; i++) {
-            s->e[i].destroy(s->e[i].val);
-            free(s->e[i].key);
-        }
-        free(s->e);
-        free(s->scratch);
-        if (s->stream)
-            dnnl_stream_destroy(s->stream);
-        memset(s, 0, sizeof *s);
-    }
+    if (starpu_is_initialized())
+        starpu_execute_on_each_worker(release_my_slot, NULL, STARPU_CPU);
+    for (int w = 0; w < STARPU_NMAXWORKERS; w++) /* whatever no CPU worker released */
+        release_slot(&slots[w]);
     pthread_mutex_lock(&engine_lock);
     if (engine)
         dnnl_engine_destroy(engine);
@@ -201,6 +225,23 @@ int sc_exec(dnnl_primitive_t p, dnnl_stream_t s, int nargs, const dnnl_exec_arg_
 void sc_kernel_failed(const char *op)
 {
     fprintf(stderr, "starconv: %s: oneDNN execution failed\n", op);
+}
+
+void *sc_worker_buf(int i, size_t bytes)
+{
+    struct worker_slot *s = my_slot();
+    if (!s || i < 0 || i >= SC_WORKER_BUFS)
+        return NULL;
+    if (bytes > s->buf_bytes[i]) {
+        free(s->buf[i]);
+        s->buf_bytes[i] = 0;
+        if (posix_memalign(&s->buf[i], 64, bytes)) {
+            s->buf[i] = NULL;
+            return NULL;
+        }
+        s->buf_bytes[i] = bytes;
+    }
+    return s->buf[i];
 }
 
 static int reorder(struct sc_io *io, dnnl_stream_t s, int output)

@@ -25,6 +25,13 @@ enum { SC_PRIM_CONV_FWD, SC_PRIM_CONV_BWD_DATA, SC_PRIM_CONV_BWD_FILTER,
 void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const void *key),
                   void (*destroy)(void *));
 
+/* Buffer i (0 <= i < SC_WORKER_BUFS) of the calling worker, at least bytes
+ * long, 64-byte aligned; grown on demand, kept until sc_codelets_shutdown.
+ * A worker runs one task at a time, so a kernel may use its buffers freely
+ * until it returns.  NULL when not on a worker or out of memory. */
+enum { SC_WORKER_BUFS = 3 };
+void *sc_worker_buf(int i, size_t bytes);
+
 /* A tensor argument of a primitive: the caller's plain buffer, and the
  * layout the primitive prefers when that differs (then a reorder goes
  * between them). */

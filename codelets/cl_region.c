@@ -6,23 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Per-worker buffers for windows, grown on demand: a worker runs one task
- * at a time. */
-static __thread float *tmp_buf[3];
-static __thread size_t tmp_len[3];
-
+/* The worker's buffers for windows, grown on demand (a worker runs one
+ * task at a time).  They belong to the worker's slot in cl_common.c, which
+ * sc_codelets_shutdown frees: thread-local buffers were lost, unfreed, when
+ * the worker threads exited (LeakSanitizer). */
 static float *tmp(int i, size_t n)
 {
-    if (n > tmp_len[i]) {
-        free(tmp_buf[i]);
-        tmp_len[i] = 0;
-        if (posix_memalign((void **)&tmp_buf[i], 64, n * sizeof(float))) {
-            tmp_buf[i] = NULL;
-            return NULL;
-        }
-        tmp_len[i] = n;
-    }
-    return tmp_buf[i];
+    return sc_worker_buf(i, n * sizeof(float));
 }
 
 static int rows(struct sc_box b)

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-_Static_assert(sizeof(struct sc_synth_args) == sizeof(uint64_t) + 10 * sizeof(int),
+_Static_assert(sizeof(struct sc_synth_args) == sizeof(uint64_t) + 12 * sizeof(int),
                "struct sc_synth_args must have no padding");
 
 #define IMAGE_K 3   /* waves per IMAGE channel */
@@ -339,6 +339,9 @@ static void cl_synth_load_cpu_func(void *buffers[], void *cl_arg)
                 lab[i] = -1;
         } else if (ws && lab) {
             synth_sample_ws(a, ta->idx[s], x + s * nx, lab, ws);
+            int r = a->h / 2, c = a->w / 2;
+            if (ta->idx[s] + 1 == a->nan_sample && r >= a->r0 && r < a->r1 && c >= a->c0 && c < a->c1)
+                x[s * nx + (size_t)(r - a->r0) * (a->c1 - a->c0) + (c - a->c0)] = NAN;
         } else if (lab) {
             fill_failed(a, x + s * nx, lab);
         }

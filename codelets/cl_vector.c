@@ -87,10 +87,43 @@ static void sgd(const struct sc_sgd_args *a, float *restrict w, float *restrict 
         sgd1(a, &w[i], &v[i], g[i]);
 }
 
+/* 1 when every value is finite; integer tests of the exponent bits, so
+ * that the loop vectorizes and stays exact whatever the FP flags. */
+static int all_finite(const float *g, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &g[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
+static void record_nonfinite(struct sc_nonfinite *w, int64_t it)
+{
+    int64_t first = 0;
+    __atomic_compare_exchange_n(&w->first_iteration, &first, it, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+    int64_t last = __atomic_load_n(&w->last_iteration, __ATOMIC_SEQ_CST);
+    while (last < it)
+        if (__atomic_compare_exchange_n(&w->last_iteration, &last, it, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
+            __atomic_add_fetch(&w->iterations, 1, __ATOMIC_SEQ_CST);
+            break;
+        }
+}
+
 static void cl_sgd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_sgd_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
+    if (a.watch) {
+        if (a.watch->freeze && __atomic_load_n(&a.watch->first_iteration, __ATOMIC_SEQ_CST))
+            return;
+        if (!all_finite((const float *)STARPU_VECTOR_GET_PTR(buffers[2]), STARPU_VECTOR_GET_NX(buffers[2]))) {
+            record_nonfinite(a.watch, a.iteration);
+            return;
+        }
+    }
     sgd(&a, (float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
         (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), STARPU_VECTOR_GET_NX(buffers[0]));
 }

@@ -120,6 +120,19 @@ int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, con
  * first step gives v = g', as PyTorch's first step does. */
 struct sc_sgd_args {
     float lr, momentum, weight_decay;
+    int64_t iteration;              /* the update's iteration, from 1 (for watch) */
+    struct sc_nonfinite *watch;     /* NULL: no check */
+};
+/* Gradients that are not finite (NaN or Inf), as the SGD tasks of a rank
+ * see them: such a gradient changes nothing (its weights and momentum stay
+ * as they were) and is recorded here, in plain memory that the tasks update
+ * atomically and the caller reads with __atomic loads.  freeze: after the
+ * first one, every later update is skipped too, so that the weights stay
+ * those the bad iteration started from. */
+struct sc_nonfinite {
+    int64_t first_iteration, last_iteration; /* 0: none yet */
+    int64_t iterations;                      /* how many iterations had one */
+    int freeze;
 };
 /* RW w, RW v, R g */
 int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,

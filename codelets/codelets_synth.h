@@ -36,7 +36,7 @@
 
 enum sc_synth_kind { SC_SYNTH_IMAGE, SC_SYNTH_MESH };
 
-/* No padding (seed first, then 10 ints): the struct is hashed and copied
+/* No padding (seed first, then 12 ints): the struct is hashed and copied
  * into task arguments as raw bytes. */
 struct sc_synth_args {
     uint64_t seed;
@@ -45,6 +45,9 @@ struct sc_synth_args {
     int classes;         /* IMAGE: classes of the per-sample label; MESH: 2 */
     int r0, r1, c0, c1;  /* the block to write: rows [r0,r1) x cols [c0,c1) */
     int n;               /* samples in the tile */
+    int nan_sample;      /* 1 + the index of a sample whose value at (0, h/2, w/2) is NaN,
+                          * a corrupt sample for the tests of --nonfinite; 0: none */
+    int reserved;        /* 0 (keeps the struct free of padding) */
 };
 
 /* W x: n * c * (r1-r0) * (c1-c0) floats, NCHW of the block.

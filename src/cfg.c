@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,8 +75,60 @@ static void *reserve(void *arr, int n, int *cap, size_t elem)
     return p;
 }
 
+/* The keys of the section being read, by hash, so that spotting a
+ * duplicate costs O(1) rather than a scan of the section: a hostile file of
+ * 10^5 keys would otherwise take a minute. */
+struct keyset {
+    int *slot;  /* 1 + index into the section's keys; 0: empty */
+    size_t cap; /* a power of two, more than twice the keys; 0: none yet */
+};
+
+static size_t hash_key(const char *b, size_t n)
+{
+    uint64_t h = 0xcbf29ce484222325u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ (unsigned char)b[i]) * 0x100000001b3u;
+    return (size_t)h;
+}
+
+/* The slot holding key [b, b + n) of s, or the empty slot where it goes. */
+static int *keyset_slot(const struct keyset *ks, const struct sc_cfg_section *s, const char *b,
+                        size_t n)
+{
+    size_t mask = ks->cap - 1;
+    for (size_t i = hash_key(b, n) & mask;; i = (i + 1) & mask) {
+        int k = ks->slot[i];
+        if (k == 0 || (strlen(s->keys[k - 1].key) == n && memcmp(s->keys[k - 1].key, b, n) == 0))
+            return &ks->slot[i];
+    }
+}
+
+/* Room for one more key of s. */
+static int keyset_reserve(struct keyset *ks, const struct sc_cfg_section *s)
+{
+    if (2 * ((size_t)s->nkeys + 1) < ks->cap)
+        return SC_OK;
+    size_t cap = ks->cap ? 2 * ks->cap : 16;
+    int *slot = calloc(cap, sizeof *slot);
+    if (!slot)
+        return SC_ERR_NOMEM;
+    free(ks->slot);
+    ks->slot = slot;
+    ks->cap = cap;
+    for (int k = 0; k < s->nkeys; k++)
+        *keyset_slot(ks, s, s->keys[k].key, strlen(s->keys[k].key)) = k + 1;
+    return SC_OK;
+}
+
+static void keyset_clear(struct keyset *ks)
+{
+    free(ks->slot);
+    ks->slot = NULL;
+    ks->cap = 0;
+}
+
 static int parse_section_header(struct sc_cfg *cfg, const char *b, const char *e, int line,
-                                int *seccap, int *keycap)
+                                int *seccap, int *keycap, struct keyset *ks)
 {
     const char *path = cfg->path;
     const char *close = memchr(b, ']', (size_t)(e - b));
@@ -107,11 +160,12 @@ static int parse_section_header(struct sc_cfg *cfg, const char *b, const char *e
     s->line = line;
     s->name = dup_range(nb, ne);
     *keycap = 0;
+    keyset_clear(ks);
     return s->name ? SC_OK : nomem(path);
 }
 
 static int parse_key_value(struct sc_cfg *cfg, const char *b, const char *e, int line,
-                           int *keycap)
+                           int *keycap, struct keyset *ks)
 {
     const char *path = cfg->path;
     const char *eq = memchr(b, '=', (size_t)(e - b));
@@ -139,11 +193,14 @@ static int parse_key_value(struct sc_cfg *cfg, const char *b, const char *e, int
     if (vb == ve)
         return sc_error(SC_ERR_PARSE, "%s:%d: missing value for '%.*s' in [%s]", path, line,
                         klen, kb, s->name);
-    for (int k = 0; k < s->nkeys; k++)
-        if (strlen(s->keys[k].key) == (size_t)(ke - kb) &&
-            memcmp(s->keys[k].key, kb, (size_t)(ke - kb)) == 0)
-            return sc_error(SC_ERR_PARSE, "%s:%d: duplicate key '%s' in [%s] (first at line %d)",
-                            path, line, s->keys[k].key, s->name, s->keys[k].line);
+    if (keyset_reserve(ks, s) != SC_OK)
+        return nomem(path);
+    int *slot = keyset_slot(ks, s, kb, (size_t)klen);
+    if (*slot) {
+        const struct sc_cfg_key *first = &s->keys[*slot - 1];
+        return sc_error(SC_ERR_PARSE, "%s:%d: duplicate key '%s' in [%s] (first at line %d)",
+                        path, line, first->key, s->name, first->line);
+    }
     void *p = reserve(s->keys, s->nkeys, keycap, sizeof *s->keys);
     if (!p)
         return nomem(path);
@@ -153,7 +210,10 @@ static int parse_key_value(struct sc_cfg *cfg, const char *b, const char *e, int
     k->line = line;
     k->key = dup_range(kb, ke);
     k->value = dup_range(vb, ve);
-    return k->key && k->value ? SC_OK : nomem(path);
+    if (!k->key || !k->value)
+        return nomem(path);
+    *slot = s->nkeys;
+    return SC_OK;
 }
 
 static int parse_buffer(const char *text, size_t len, const char *name, struct sc_cfg **out)
@@ -165,6 +225,7 @@ static int parse_buffer(const char *text, size_t len, const char *name, struct s
         return nomem(name);
     }
     int seccap = 0, keycap = 0, rc = SC_OK;
+    struct keyset ks = {NULL, 0};
     const char *p = text, *end = text + len;
     for (int line = 1; p < end && rc == SC_OK; line++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -178,7 +239,7 @@ static int parse_buffer(const char *text, size_t len, const char *name, struct s
                 rc = sc_error(SC_ERR_PARSE, "%s:%d: NUL byte (not a text file?)", name, line);
                 break;
             }
-            if (c < 0x20 && !is_space((char)c)) {
+            if ((c < 0x20 && !is_space((char)c)) || c == 0x7f) {
                 rc = sc_error(SC_ERR_PARSE, "%s:%d: control character 0x%02x (not a text file?)",
                               name, line, c);
                 break;
@@ -195,13 +256,26 @@ static int parse_buffer(const char *text, size_t len, const char *name, struct s
             b++;
         while (e > b && is_space(e[-1]))
             e--;
+        /* Blanks other than space and tab are fine around the text (CRLF
+         * line ends), not inside it: keys and values are quoted in error
+         * messages, where a CR or VT would break or overwrite the line. */
+        for (const char *q = b; q < e && rc == SC_OK; q++)
+            if (*q == '\r')
+                rc = sc_error(SC_ERR_PARSE, "%s:%d: carriage return inside a line (old Mac line "
+                              "ends?)", name, line);
+            else if (*q != ' ' && *q != '\t' && is_space(*q))
+                rc = sc_error(SC_ERR_PARSE, "%s:%d: control character 0x%02x (not a text file?)",
+                              name, line, (unsigned char)*q);
+        if (rc != SC_OK)
+            break;
         if (b == e)
             continue;
         if (*b == '[')
-            rc = parse_section_header(cfg, b, e, line, &seccap, &keycap);
+            rc = parse_section_header(cfg, b, e, line, &seccap, &keycap, &ks);
         else
-            rc = parse_key_value(cfg, b, e, line, &keycap);
+            rc = parse_key_value(cfg, b, e, line, &keycap, &ks);
     }
+    keyset_clear(&ks);
     if (rc == SC_OK && cfg->nsections == 0)
         rc = sc_error(SC_ERR_PARSE, "%s: no [section] found (empty file?)", name);
     if (rc != SC_OK) {
@@ -235,14 +309,25 @@ int sc_cfg_load(const char *path, struct sc_cfg **out)
     if (!f)
         return sc_error(SC_ERR_IO, "%s: %s", path, strerror(errno));
     /* Read one byte past the limit instead of trusting stat, so that pipes
-     * and /dev files are bounded too. */
-    char *buf = malloc(CFG_MAX_BYTES + 1);
+     * and /dev files are bounded too.  The buffer grows with what arrives:
+     * a model is a few kilobytes. */
+    size_t cap = 16384, n = 0;
+    char *buf = malloc(cap);
+    errno = 0;
+    while (buf) {
+        n += fread(buf + n, 1, cap - n, f);
+        if (n < cap || cap == CFG_MAX_BYTES + 1)
+            break;
+        cap = 2 * cap < CFG_MAX_BYTES + 1 ? 2 * cap : CFG_MAX_BYTES + 1;
+        char *p = realloc(buf, cap);
+        if (!p)
+            free(buf);
+        buf = p;
+    }
     if (!buf) {
         fclose(f);
         return nomem(path);
     }
-    errno = 0;
-    size_t n = fread(buf, 1, CFG_MAX_BYTES + 1, f);
     int err = ferror(f) ? (errno ? errno : EIO) : 0;
     fclose(f);
     int rc;

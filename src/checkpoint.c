@@ -12,6 +12,28 @@
 #define ITERATION_NAME "optimizer.iteration"
 #define BATCHES_FMT "%d.num_batches_tracked"
 
+/* The data order (struct sc_data_order), as I64 scalars. */
+static const char *const order_names[4] = {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples",
+                                           "optimizer.shuffle"};
+
+static int64_t *order_field(struct sc_data_order *o, int i)
+{
+    int64_t *f[4] = {&o->seed, &o->global_batch, &o->train_samples, &o->shuffle};
+    return f[i];
+}
+
+/* An optional I64 scalar: *out stays as it is when the file has none. */
+static int take_i64(const struct sc_st_file *f, const char *path, const char *name, int64_t *out)
+{
+    const struct sc_st_tensor *st = sc_st_find(f, name);
+    if (!st)
+        return 0;
+    if (strcmp(st->dtype, "I64") || st->nbytes != 8)
+        return sc_error(SC_ERR_PARSE, "%s: '%s' must be one I64", path, name);
+    memcpy(out, f->data + st->offset, 8);
+    return 0;
+}
+
 static void tensor_name(char *buf, size_t size, const struct sc_layer *l, const struct sc_param_tensor *t,
                         int momentum)
 {
@@ -152,13 +174,14 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
         if (strncmp(f->tensors[i].name, "optimizer.", 10) && --expected < 0)
             err = sc_error(SC_ERR_MISMATCH, "%s: tensor '%s' is not in the model: the checkpoint is from another model",
                            path, f->tensors[i].name);
-    const struct sc_st_tensor *it = sc_st_find(f, ITERATION_NAME);
-    if (!err && it) {
-        if (strcmp(it->dtype, "I64") || it->nbytes != 8)
-            err = sc_error(SC_ERR_PARSE, "%s: '%s' must be one I64", path, ITERATION_NAME);
-        else
-            memcpy(&ck->iteration, f->data + it->offset, 8);
+    if (!err)
+        err = take_i64(f, path, ITERATION_NAME, &ck->iteration);
+    for (int i = 0; i < 4 && !err; i++) {
+        *order_field(&ck->order, i) = -1;
+        err = take_i64(f, path, order_names[i], order_field(&ck->order, i));
     }
+    if (!err && ck->iteration < 0)
+        err = sc_error(SC_ERR_PARSE, "%s: '%s' is negative", path, ITERATION_NAME);
     sc_st_free(f);
     if (err) {
         sc_checkpoint_free(net, ck);
@@ -175,9 +198,9 @@ int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck)
     return err ? err : sc_net_write_buffers(net, ck->b);
 }
 
-static int write_file(const struct sc_net *net, const struct sc_checkpoint *ck, const char *path)
+static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const char *path, int with_order)
 {
-    int n = 0;
+    int n = 4;
     for (int l = 0; l < net->nlayers; l++)
         n += 2 * net->layers[l].ntensors + (net->layers[l].nbuffers ? net->layers[l].nbuffers + 1 : 0);
     struct sc_st_out *out = calloc(n + 1, sizeof(*out));
@@ -213,14 +236,18 @@ static int write_file(const struct sc_net *net, const struct sc_checkpoint *ck, 
             out[k++] = (struct sc_st_out){.name = names[k - 1], .dtype = "I64", .ndim = 0, .data = &ck->iteration};
         }
     }
-    out[k] = (struct sc_st_out){.name = ITERATION_NAME, .dtype = "I64", .ndim = 0, .data = &ck->iteration};
-    int err = sc_st_write(path, out, k + 1);
+    out[k++] = (struct sc_st_out){.name = ITERATION_NAME, .dtype = "I64", .ndim = 0, .data = &ck->iteration};
+    for (int i = 0; i < 4 && with_order; i++)
+        out[k++] = (struct sc_st_out){.name = order_names[i], .dtype = "I64", .ndim = 0,
+                                      .data = order_field(&ck->order, i)};
+    int err = sc_st_write(path, out, k);
     free(out);
     free(names);
     return err;
 }
 
-int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path)
+int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path,
+                       const struct sc_data_order *order)
 {
     struct sc_checkpoint *ck = checkpoint_alloc(net);
     int err = ck ? 0 : sc_error(SC_ERR_NOMEM, "out of memory saving %s", path);
@@ -229,11 +256,13 @@ int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *pa
         return err ? err : sc_error(SC_ERR_NOMEM, "another rank ran out of memory saving %s", path);
     }
     ck->iteration = net->iteration;
+    if (order)
+        ck->order = *order;
     err = sc_net_read_state(net, ck->w, ck->v);
     if (!err)
         err = sc_net_read_buffers(net, ck->b);
     if (!err && rt->rank == 0)
-        err = write_file(net, ck, path);
+        err = write_file(net, ck, path, order != NULL);
     sc_checkpoint_free(net, ck);
     char msg[512];
     snprintf(msg, sizeof(msg), "%s", sc_last_error());

@@ -5,10 +5,12 @@
 #include "starconv.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #define IDX_IMAGES_MAGIC 0x00000803u
@@ -67,24 +69,71 @@ static const char *gz_message(gzFile gz, const char *path)
     return strncmp(msg, path, n) == 0 && strncmp(msg + n, ": ", 2) == 0 ? msg + n + 2 : msg;
 }
 
-/* Reads exactly n bytes; a short read means a truncated or corrupt file. */
-static int read_exact(gzFile gz, const char *path, void *buf, uint64_t n, const char *what)
+/* Reads up to n bytes into buf + *got, in chunks that fit gzread's int. */
+static int read_some(gzFile gz, const char *path, uint8_t *buf, uint64_t n, uint64_t *got,
+                     const char *what)
 {
-    uint64_t got = 0;
-    while (got < n) {
-        uint64_t chunk = n - got < (1u << 24) ? n - got : (1u << 24);
-        int r = gzread(gz, (char *)buf + got, (unsigned)chunk);
+    while (*got < n) {
+        uint64_t chunk = n - *got < (1u << 24) ? n - *got : (1u << 24);
+        int r = gzread(gz, buf + *got, (unsigned)chunk);
         if (r < 0)
             return sc_error(SC_ERR_DATA, "%s: %s while reading %s", path, gz_message(gz, path),
                             what);
         if (r == 0)
             break;
-        got += (uint64_t)r;
+        *got += (uint64_t)r;
     }
-    if (got < n)
-        return sc_error(SC_ERR_DATA, "%s: truncated: %s needs %llu bytes, found %llu", path,
-                        what, (unsigned long long)n, (unsigned long long)got);
     return SC_OK;
+}
+
+static int truncated(const char *path, const char *what, uint64_t n, uint64_t got)
+{
+    return sc_error(SC_ERR_DATA, "%s: truncated: %s needs %llu bytes, found %llu", path, what,
+                    (unsigned long long)n, (unsigned long long)got);
+}
+
+/* Reads exactly n bytes; a short read means a truncated or corrupt file. */
+static int read_exact(gzFile gz, const char *path, void *buf, uint64_t n, const char *what)
+{
+    uint64_t got = 0;
+    int rc = read_some(gz, path, buf, n, &got, what);
+    if (rc == SC_OK && got < n)
+        rc = truncated(path, what, n, got);
+    return rc;
+}
+
+/* Reads n bytes into a new buffer.  For a plain file the size was checked
+ * against the file's; a gzip file's size bounds its data only loosely
+ * (1032:1), so its buffer grows with what actually decompresses: a small
+ * damaged file that promises a gigabyte costs what it holds. */
+static int read_data(gzFile gz, const char *path, uint64_t n, int direct, const char *what,
+                     uint8_t **out)
+{
+    uint64_t cap = direct || n < (1u << 20) ? n : (1u << 20), got = 0;
+    uint8_t *buf = malloc(cap ? cap : 1);
+    int rc = SC_OK;
+    for (;;) {
+        if (!buf) {
+            rc = sc_error(SC_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
+                          (unsigned long long)cap);
+            break;
+        }
+        if ((rc = read_some(gz, path, buf, cap, &got, what)) != SC_OK || got < cap || cap == n)
+            break;
+        cap = 2 * cap < n ? 2 * cap : n;
+        uint8_t *p = realloc(buf, cap);
+        if (!p)
+            free(buf);
+        buf = p;
+    }
+    if (rc == SC_OK && got < n)
+        rc = truncated(path, what, n, got);
+    if (rc != SC_OK) {
+        free(buf);
+        buf = NULL;
+    }
+    *out = buf;
+    return rc;
 }
 
 static uint32_t be32(const uint8_t *p)
@@ -99,10 +148,26 @@ static int load_idx(const char *path, const struct stat *st, uint32_t magic, int
     *data = NULL;
     if (S_ISDIR(st->st_mode))
         return sc_error(SC_ERR_DATA, "%s: is a directory", path);
-    gzFile gz = gzopen(path, "rb");
-    if (!gz)
-        return sc_error(errno == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, "%s: %s", path,
-                        errno ? strerror(errno) : "cannot open");
+    /* Only regular files: a FIFO would block the open (O_NONBLOCK keeps a
+     * file swapped in after the stat from doing so), and the size bounds
+     * below need a real size. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return sc_error(SC_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat fst;
+    if (fstat(fd, &fst) != 0 || !S_ISREG(fst.st_mode)) {
+        close(fd);
+        return sc_error(SC_ERR_DATA, "%s: not a regular file", path);
+    }
+    st = &fst;
+    gzFile gz = NULL;
+    int flags = fcntl(fd, F_GETFL);
+    if (flags == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1 || !(gz = gzdopen(fd, "rb"))) {
+        int err = errno;
+        close(fd);
+        return sc_error(err == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, "%s: %s", path,
+                        err ? strerror(err) : "cannot open");
+    }
     uint8_t head[4 + 4 * 3];
     size_t headlen = 4 + 4 * (size_t)ndims;
     int rc = read_exact(gz, path, head, headlen, "the header");
@@ -131,7 +196,8 @@ static int load_idx(const char *path, const struct stat *st, uint32_t magic, int
         }
     }
     int direct = gzdirect(gz);
-    uint64_t limit = (uint64_t)st->st_size * (direct ? 1 : GZ_MAX_RATIO);
+    uint64_t size = (uint64_t)st->st_size;
+    uint64_t limit = direct ? (size > headlen ? size - headlen : 0) : size * GZ_MAX_RATIO;
     if (total > limit) {
         rc = sc_error(SC_ERR_DATA, "%s: truncated: the header promises %llu bytes of data, "
                       "more than a %s file of %llu bytes can hold", path,
@@ -139,13 +205,7 @@ static int load_idx(const char *path, const struct stat *st, uint32_t magic, int
                       (unsigned long long)st->st_size);
         goto out;
     }
-    *data = malloc(total);
-    if (!*data) {
-        rc = sc_error(SC_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
-                      (unsigned long long)total);
-        goto out;
-    }
-    rc = read_exact(gz, path, *data, total, magic == IDX_IMAGES_MAGIC ? "images" : "labels");
+    rc = read_data(gz, path, total, direct, magic == IDX_IMAGES_MAGIC ? "images" : "labels", data);
     if (rc != SC_OK)
         goto out;
     /* Extra bytes mean the dimensions do not describe the file (a

@@ -15,6 +15,8 @@ static const struct sc_layer_ops *const layer_types[] = {
     &sc_layer_batchnorm_ops, &sc_layer_route_ops, &sc_layer_shortcut_ops, &sc_layer_gap_ops,
 };
 
+#define NTYPES (sizeof(layer_types) / sizeof(layer_types[0]))
+
 /* ---- parameters and names ---- */
 
 static uint64_t splitmix64(uint64_t x)
@@ -57,6 +59,25 @@ int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s
 
 /* ---- parsing ---- */
 
+/* Bounds that keep a hostile cfg from costing unbounded time or memory
+ * before training starts: every layer costs StarPU handles and plans (a
+ * 10^5-layer file of [batchnorm] needed 20 GB), and the kernels count a
+ * sample's values in ints.  The deepest models in use have a few hundred
+ * layers. */
+#define SC_NET_MAX_LAYERS 4096
+#define SC_NET_MAX_SAMPLE_VALUES 2147483647LL
+
+/* c*h*w of s, or -1 when it is not positive or above the bound. */
+static long long shape_values(const struct sc_shape *s)
+{
+    if (s->c < 1 || s->h < 1 || s->w < 1)
+        return -1;
+    long long hw = (long long)s->h * s->w; /* each factor < 2^31: no overflow */
+    if (hw > SC_NET_MAX_SAMPLE_VALUES / s->c)
+        return -1;
+    return hw * s->c;
+}
+
 static const struct sc_layer_ops *find_type(const char *section)
 {
     for (size_t i = 0; i < sizeof(layer_types) / sizeof(layer_types[0]); i++)
@@ -75,6 +96,9 @@ static int parse_input(struct sc_net *net, const struct sc_cfg *cfg, struct sc_c
         return err;
     if (net->input.h < 0 || net->input.w < 0)
         return sc_error(SC_ERR_PARSE, "%s:%d: [net] needs 'height' and 'width'", cfg->path, s->line);
+    if (shape_values(&net->input) < 0)
+        return sc_error(SC_ERR_PARSE, "%s:%d: [net] input %dx%dx%d has more than %lld values per sample",
+                        cfg->path, s->line, net->input.c, net->input.h, net->input.w, SC_NET_MAX_SAMPLE_VALUES);
     return sc_cfg_check_unused(cfg, s);
 }
 
@@ -86,11 +110,14 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
     int err = parse_input(net, cfg, &cfg->sections[0]);
     if (err)
         return err;
+    if (cfg->nsections - 1 > SC_NET_MAX_LAYERS)
+        return sc_error(SC_ERR_PARSE, "%s:%d: more than %d layers (this is layer %d)", cfg->path,
+                        cfg->sections[SC_NET_MAX_LAYERS + 1].line, SC_NET_MAX_LAYERS, SC_NET_MAX_LAYERS);
     net->nlayers = cfg->nsections - 1;
     net->layers = calloc(net->nlayers ? net->nlayers : 1, sizeof(*net->layers));
     if (!net->layers)
         return sc_error(SC_ERR_NOMEM, "out of memory");
-    int torch_index = 0, flat = 0;
+    int torch_index = 0, flat = 0, nseen[NTYPES] = {0};
     for (int i = 0; i < net->nlayers; i++) {
         struct sc_cfg_section *s = &cfg->sections[i + 1];
         struct sc_layer *l = &net->layers[i];
@@ -121,9 +148,15 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
         for (int k = 0; k < l->nsrc; k++)
             if (l->src[k] >= 0 && net->layers[l->src[k]].alias)
                 l->src[k] = net->layers[l->src[k]].src[0];
+        /* Numbered per prefix (maxpool and avgpool share "pool"), from
+         * counts kept as we go: rescanning the earlier layers is quadratic,
+         * minutes for a hostile cfg of 10^5 layers. */
         int same = 1;
-        for (int j = 0; j < i; j++)
-            same += !strcmp(net->layers[j].ops->prefix, l->ops->prefix);
+        for (size_t t = 0; t < NTYPES; t++)
+            if (!strcmp(layer_types[t]->prefix, l->ops->prefix)) {
+                same += nseen[t];
+                nseen[t] += layer_types[t] == l->ops;
+            }
         snprintf(l->name, sizeof(l->name), "%s%d", l->ops->prefix, same);
         if (l->ops == &sc_layer_fc_ops) {
             if (!flat)
@@ -140,18 +173,28 @@ static int build_layers(struct sc_net *net, const struct sc_cfg *cfg)
             l->in2 = net->layers[l->src[1]].out;
         if ((err = l->ops->shapes(l, 1)))
             return sc_error(err, "%s:%d: %s", cfg->path, s->line, sc_last_error());
+        if (shape_values(&l->out) < 0)
+            return sc_error(SC_ERR_SHAPE, "%s:%d: [%s] output %dx%dx%d: more than %lld values per sample",
+                            cfg->path, s->line, s->name, l->out.c, l->out.h, l->out.w, SC_NET_MAX_SAMPLE_VALUES);
     }
-    /* every output feeds some layer (or is the loss) */
+    /* every output feeds some layer (or is the loss); marked in one pass,
+     * as a search for each layer's readers is quadratic */
+    char *is_read = calloc(net->nlayers > 0 ? (size_t)net->nlayers : 1, 1);
+    if (!is_read)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < net->nlayers; j++)
+        for (int k = 0; k < net->layers[j].nsrc && !net->layers[j].alias; k++)
+            if (net->layers[j].src[k] >= 0)
+                is_read[net->layers[j].src[k]] = 1;
     for (int i = 0; i < net->nlayers; i++) {
         struct sc_layer *l = &net->layers[i];
-        int used = l->is_loss || l->alias;
-        for (int j = i + 1; j < net->nlayers && !used; j++)
-            for (int k = 0; k < net->layers[j].nsrc && !net->layers[j].alias; k++)
-                used |= net->layers[j].src[k] == i;
-        if (!used)
+        if (!(l->is_loss || l->alias || is_read[i])) {
+            free(is_read);
             return sc_error(SC_ERR_PARSE, "%s:%d: the output of [%s] (%s) feeds no layer", cfg->path, l->line,
                             l->ops->section, l->name);
+        }
     }
+    free(is_read);
     if (net->nlayers == 0 || !net->layers[net->nlayers - 1].is_loss)
         return sc_error(SC_ERR_PARSE, "%s: the last layer must be [softmax]", cfg->path);
     struct sc_layer *loss = &net->layers[net->nlayers - 1];
@@ -1151,7 +1194,8 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
         struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->in_box;
         struct sc_synth_args a = {.seed = ds->seed, .kind = ds->synthetic - 1, .c = ds->c, .h = ds->h, .w = ds->w,
                                   .classes = ds->classes, .r0 = first->in_box.r0, .r1 = first->in_box.r1,
-                                  .c0 = first->in_box.c0, .c1 = first->in_box.c1, .n = first->tile_n[t]};
+                                  .c0 = first->in_box.c0, .c1 = first->in_box.c1, .n = first->tile_n[t],
+                                  .nan_sample = ds->nan_sample};
         if (a.n && (err = sc_insert_synth_load(&a, idx + first->tile_s0[t], D->hx0[t], NULL, D->load_name)))
             return err;
         a.n = last->tile_n[t];
@@ -1374,6 +1418,83 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
 void sc_net_wait(struct sc_net *net)
 {
     sc_tasks_wait_all(net->dist->rt->comm);
+}
+
+/* 1 when the float data of h (p in main memory) has a NaN or an Inf. */
+static int has_nonfinite(starpu_data_handle_t h, const float *p)
+{
+    if (!h || !p)
+        return 0;
+    starpu_data_acquire(h, STARPU_R);
+    size_t n = starpu_data_get_size(h) / sizeof(float);
+    int bad = 0;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = !isfinite(p[i]);
+    starpu_data_release(h);
+    return bad;
+}
+
+static int tiles_nonfinite(struct sc_net *net, starpu_data_handle_t *h, float **p)
+{
+    int bad = 0;
+    for (int t = 0; h && p && t < net->dist->ntiles && !bad; t++)
+        bad = has_nonfinite(h[t], p[t]);
+    return bad;
+}
+
+int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, char *where,
+                          size_t size)
+{
+    struct sc_net_dist *D = net->dist;
+    int L = net->nlayers;
+    /* A frozen watch: the SGD tasks change nothing. */
+    struct sc_nonfinite frozen = {.first_iteration = 1, .freeze = 1};
+    struct sc_sgd_args none = {.watch = &frozen};
+    int64_t iteration = net->iteration;
+    int err = sc_net_train_batch(net, ds, idx, &none);
+    sc_net_wait(net);
+    net->iteration = iteration;
+    if (err)
+        return err;
+    /* The first place in the order of computation: the input (-1), outputs
+     * in forward order (0..L-1), the loss (L), output errors in backward order, then
+     * weight gradients in backward order. */
+    int first = 3 * L + 1;
+    for (int t = 0; t < D->ntiles && first > 3 * L; t++)
+        if (has_nonfinite(D->hx0[t], D->x0 ? D->x0[t] : NULL))
+            first = -1;
+    for (int l = 0; l < L && first > 3 * L; l++)
+        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].hy, D->ld[l].y))
+            first = l;
+    for (int t = 0; t < D->ntiles && first > 3 * L; t++)
+        if (has_nonfinite(D->hstats[t], D->stats[t]))
+            first = L;
+    for (int l = L - 1; l >= 0 && first > 3 * L; l--)
+        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].hdy, D->ld[l].dy))
+            first = L + 1 + (L - 1 - l);
+    for (int l = L - 1; l >= 0 && first > 3 * L; l--)
+        if (net->layers[l].nparams && has_nonfinite(D->ld[l].hg, D->ld[l].g))
+            first = 2 * L + 1 + (L - 1 - l);
+    int all;
+    MPI_Allreduce(&first, &all, 1, MPI_INT, MPI_MIN, D->rt->ctl);
+    const struct sc_layer *layer = NULL;
+    const char *what = "";
+    if (all >= 0 && all < L)
+        layer = &net->layers[all], what = "the output of";
+    else if (all > L && all <= 2 * L)
+        layer = &net->layers[L - 1 - (all - L - 1)], what = "the error (gradient) at the output of";
+    else if (all > 2 * L && all <= 3 * L)
+        layer = &net->layers[L - 1 - (all - 2 * L - 1)], what = "the weight gradient of";
+    if (all < 0)
+        snprintf(where, size, "the input samples (--data)");
+    else if (layer)
+        snprintf(where, size, "%s layer %d (%s, [%s] at line %d)", what, layer->index, layer->name,
+                 layer->ops->section, layer->line);
+    else if (all == L)
+        snprintf(where, size, "the loss");
+    else
+        snprintf(where, size, "no layer when the batch was computed again (the weights had changed since)");
+    return 0;
 }
 
 /* The range of layer l's momentum that this rank keeps up to date:

@@ -84,6 +84,14 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
 /* Sync point: wait until every submitted iteration is done. */
 void sc_net_wait(struct sc_net *net);
 
+/* Sync point, collective, for a diagnosis: compute the batch idx (forward,
+ * loss, backward, no update) and name in where the first value that is not
+ * finite, in the order of computation: "the output of layer 3 (conv2,
+ * [convolutional] at line 12)", "the loss", "the error (gradient) at the
+ * output of layer ...", "the weight gradient of layer ...". */
+int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, char *where,
+                          size_t size);
+
 /* Sync points for checkpoints.  read: the full parameters of layer l into
  * w[l] on every rank, and the momentum into v[l] on rank 0 only (it is spread
  * over the ranks that own its chunks).  write: set them on every rank. */

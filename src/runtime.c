@@ -13,6 +13,7 @@
 #include "runtime.h"
 #include "starconv.h"
 #include "tasks.h"
+#include "watchdog.h"
 
 const char *sc_runtime_policies(void)
 {
@@ -152,9 +153,47 @@ static void stop_drivers(void)
     ndrivers = 0;
 }
 
+/* ---- peer watchdog ---- */
+
+static double peer_timeout = -1;
+
+void sc_runtime_set_peer_timeout(double seconds)
+{
+    peer_timeout = seconds;
+}
+
+static double peer_timeout_value(void)
+{
+    if (peer_timeout >= 0)
+        return peer_timeout;
+    const char *env = getenv("SC_PEER_TIMEOUT");
+    char *end;
+    double t = env && *env ? strtod(env, &end) : -1;
+    /* 20 s: a dead rank is reported within 30 s, and a rank on a
+     * loaded node whose heartbeat thread waits for a core (seen: over 10 s
+     * with 6 runnable processes per core) is not taken for dead. */
+    return env && *env && !*end && t >= 0 ? t : 20.0;
+}
+
+/* For tests of the watchdog (tests/test_rank_failure.sh):
+ * SC_TEST_FINISH_DELAY=R:S makes rank R finish S seconds after the others,
+ * at the end of sc_runtime_shutdown, as a rank late to finish would. */
+static void test_finish_delay(int rank)
+{
+    const char *env = getenv("SC_TEST_FINISH_DELAY");
+    int r;
+    double s;
+    if (env && sscanf(env, "%d:%lf", &r, &s) == 2 && r == rank && s > 0 && s < 3600) {
+        struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
+        while (nanosleep(&ts, &ts) != 0)
+            ;
+    }
+}
+
 /* Undo MPI's start after a failed init, and return err. */
 static int abandon_init(struct sc_runtime *rt, int err)
 {
+    sc_watchdog_stop(0); /* the other ranks may not get to their shutdown */
     MPI_Comm_free(&rt->ctl);
     MPI_Finalize();
     return err;
@@ -184,6 +223,11 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     MPI_Comm_size(rt->comm, &rt->size);
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->ctl);
     sc_log_set_rank(rt->rank);
+    /* Right after MPI_Init, which the ranks leave together: the watch then
+     * also covers StarPU's start, and the whole run up to MPI_Finalize. */
+    int werr = sc_watchdog_start(MPI_COMM_WORLD, peer_timeout_value());
+    if (werr)
+        return abandon_init(rt, werr);
 
     if (sched && !sc_runtime_policy_valid(sched))
         return abandon_init(rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
@@ -236,6 +280,10 @@ void sc_runtime_shutdown(struct sc_runtime *rt)
     if (starpu_is_initialized()) /* StarPU-MPI started it; depending on the version it stops it */
         starpu_shutdown();
     MPI_Comm_free(&rt->ctl);
+    test_finish_delay(rt->rank);
+    /* Last: a rank that died while the others drained their transfers or
+     * waited in StarPU-MPI's shutdown is still noticed. */
+    sc_watchdog_stop(1);
     MPI_Finalize();
 }
 

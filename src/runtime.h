@@ -22,6 +22,13 @@ int sc_runtime_policy_valid(const char *name);
 int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt);
 void sc_runtime_shutdown(struct sc_runtime *rt);
 
+/* Seconds after which a rank that has not been heard from (killed, stopped,
+ * node lost) stops the job with a message naming it (src/watchdog.h); call
+ * before sc_runtime_init.  0: no watchdog; < 0: the default, which is the
+ * environment variable SC_PEER_TIMEOUT if set, else 20.  Rank 0's value
+ * applies to all ranks. */
+void sc_runtime_set_peer_timeout(double seconds);
+
 /* All ranks agree on an error: returns the first non-zero err of any rank. */
 int sc_runtime_agree(struct sc_runtime *rt, int err);
 

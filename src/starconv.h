@@ -21,7 +21,8 @@ enum {
     SC_ERR_DATA = -5,    /* missing or corrupt data set */
     SC_ERR_ARG = -6,     /* bad argument or option value */
     SC_ERR_RUNTIME = -7, /* StarPU or MPI refused */
-    SC_ERR_MISMATCH = -8 /* checkpoint from another model */
+    SC_ERR_MISMATCH = -8, /* checkpoint from another model */
+    SC_ERR_NONFINITE = -9 /* training diverged: a NaN or an Inf */
 };
 
 const char *sc_strerror(int err);
@@ -91,9 +92,11 @@ struct sc_dataset {
     int synthetic;      /* 0: the above; else 1 + enum sc_synth_kind: samples generated on
                          * the fly from (seed, index), images and labels NULL */
     uint64_t seed;
+    int nan_sample;     /* synthetic: 1 + the index of a training sample made corrupt (a NaN) */
 };
 
-/* "synthetic:CxHxW:K" (images with K classes, e.g. synthetic:3x224x224:1000)
+/* "synthetic:CxHxW:K" (images with K classes, e.g. synthetic:3x224x224:1000;
+ * "synthetic:CxHxW:K:nan=I": training sample I has a NaN, to see --nonfinite at work)
  * or "synthetic-mesh:SIZE" (18 x SIZE x SIZE fields with a per-pixel label
  * in {0, 1}): a generated data set.  test: the held-out split (other
  * samples).  Returns SC_ERR_ARG naming what is wrong, or 1 when spec is not

@@ -36,15 +36,17 @@ int sc_dataset_synthetic(const char *spec, int test, struct sc_dataset *out)
         return 0;
     }
     if (!strncmp(spec, "synthetic:", 10)) {
-        int c, h, w, k;
+        int c, h, w, k, nan = -1;
         const char *p = spec + 10;
         if (parse_int(p, &end, 1, 1 << 16, &c) || *end != 'x' || parse_int(end + 1, &end, 1, 1 << 16, &h) ||
             *end != 'x' || parse_int(end + 1, &end, 1, 1 << 16, &w) || *end != ':' ||
-            parse_int(end + 1, &end, 2, 1 << 20, &k) || *end)
-            return sc_error(SC_ERR_ARG, "--data %s: expected synthetic:CxHxW:K, e.g. synthetic:3x224x224:1000",
+            parse_int(end + 1, &end, 2, 1 << 20, &k) ||
+            (*end && (strncmp(end, ":nan=", 5) || parse_int(end + 5, &end, 0, IMAGE_TRAIN - 1, &nan) || *end)))
+            return sc_error(SC_ERR_ARG, "--data %s: expected synthetic:CxHxW:K[:nan=I], e.g. synthetic:3x224x224:1000",
                             spec);
         *out = (struct sc_dataset){.n = test ? IMAGE_TEST : IMAGE_TRAIN, .c = c, .h = h, .w = w, .classes = k,
-                                   .synthetic = 1 + SC_SYNTH_IMAGE, .seed = out->seed};
+                                   .synthetic = 1 + SC_SYNTH_IMAGE, .seed = out->seed,
+                                   .nan_sample = test || nan < 0 ? 0 : nan + 1};
         return 0;
     }
     return 1;

@@ -5,12 +5,19 @@
 
 #include "net.h"
 
+/* What fixes the samples of every iteration: a run resumed from a
+ * checkpoint draws the same batches only when these agree. */
+struct sc_data_order {
+    int64_t seed, global_batch, train_samples, shuffle;
+};
+
 /* A checkpoint read from a file and checked against a network. */
 struct sc_checkpoint {
     float **w, **v;        /* per layer: parameters, momentum (NULL for no parameters) */
     float **b;             /* per layer: buffers (BN's running statistics), NULL for none or
                             * when the file has none (older checkpoints: the net keeps its own) */
     int64_t iteration;
+    struct sc_data_order order; /* how the iteration's samples were drawn; -1 when not saved */
 };
 
 /* Read path and check it against net's tensors (names, shapes, dtypes).
@@ -19,12 +26,29 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
 void sc_checkpoint_free(const struct sc_net *net, struct sc_checkpoint *ck);
 /* Sync point: every rank sets the state (all ranks call it). */
 int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck);
-/* Sync point, collective: rank 0 writes the file atomically; every rank
- * returns the same result. */
-int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path);
+/* Sync point, collective: rank 0 writes the file atomically (temporary
+ * file, fsync, rename: a failure leaves a previous file intact); every rank
+ * returns the same result.  order: saved for --resume (NULL: not saved). */
+int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path,
+                       const struct sc_data_order *order);
+
+struct sc_train_opts;
+
+/* Collective, at start-up: every rank was started with the same model
+ * file's contents, the same options, the same data, the same checkpoint and
+ * the same number of CPU workers as rank 0; otherwise an SC_ERR_ARG naming
+ * the first rank and the thing that differs, on every rank.  Without it,
+ * such ranks would wait forever for each other's transfers. */
+int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, const struct sc_dataset *train,
+                         const struct sc_dataset *test, const struct sc_net *net, const struct sc_checkpoint *ck);
 
 struct sc_train_opts {
     const char *model, *data, *save, *load, *metrics, *sched;
+    int resume;            /* load is a --resume: go on with its iteration and data order */
+    long save_every;       /* checkpoint to save every N iterations; 0: at the end only */
+    double peer_timeout;   /* --peer-timeout seconds; < 0: the default */
+    int skip_nonfinite;    /* 1: a batch whose gradient is not finite changes nothing and
+                            * training goes on; 0: training stops (SC_ERR_NONFINITE) */
     int epochs;
     long iters;            /* < 0: no limit */
     int batch;
@@ -42,9 +66,17 @@ struct sc_train_opts {
 };
 
 void sc_train_opts_default(struct sc_train_opts *o);
+/* The data order of a run with options o on train. */
+struct sc_data_order sc_train_data_order(const struct sc_train_opts *o, const struct sc_dataset *train);
+/* --resume: 0 when ck was saved with the data order of this run, else an
+ * SC_ERR_ARG naming the option that differs. */
+int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset *train,
+                          const struct sc_checkpoint *ck);
 
 /* The loop: epochs of iterations, progress and metrics on rank 0, test
- * accuracy after each epoch, a final line with images/s. */
+ * accuracy after each epoch, checkpoints (every save_every iterations and at
+ * the end), a final line with images/s.  With resume, the iterations before
+ * net->iteration count as done and the data order goes on from there. */
 int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc_net *net,
                  const struct sc_dataset *train, const struct sc_dataset *test);
 

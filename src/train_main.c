@@ -4,6 +4,7 @@
 #include <libgen.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,8 +38,20 @@ static const char usage[] =
     "                       on (default): a seeded permutation per epoch\n"
     "  --test on|off        measure test accuracy after each epoch (default on)\n"
     "  --log-every N        progress line every N iterations; default 50\n"
-    "  --save FILE          write a checkpoint (safetensors, PyTorch state_dict names) at the end\n"
-    "  --load FILE          start from a checkpoint (saved on any number of ranks)\n"
+    "  --save FILE          write a checkpoint (safetensors, PyTorch state_dict names) at the end;\n"
+    "                       written atomically: a failed save leaves the previous FILE intact\n"
+    "  --save-every N       also write it every N iterations (needs --save)\n"
+    "  --load FILE          start from a checkpoint's weights and momentum (saved on any number\n"
+    "                       of ranks), with the data order of a fresh run\n"
+    "  --resume FILE        go on from a checkpoint: weights, momentum, iteration and data order;\n"
+    "                       --epochs and --iters count the checkpoint's iterations; give the\n"
+    "                       same --batch, --seed, --shuffle and --data (the ranks may differ)\n"
+    "  --nonfinite stop|skip  a NaN or Inf in a gradient: stop (default; exit status 3, naming\n"
+    "                       the iteration and the first layer where it appeared; the last\n"
+    "                       checkpoint stays) or skip such batches (they change nothing)\n"
+    "  --peer-timeout S     a rank not heard from for S seconds (killed, stopped, node lost)\n"
+    "                       stops the job with a message naming it; default 20\n"
+    "                       (or SC_PEER_TIMEOUT), 0: off\n"
     "  --metrics FILE       JSON lines: iteration, epoch, loss, images/s, test accuracy\n"
     "  --sched NAME         StarPU scheduling policy (lws, eager, prio, dmda, ...; --list-sched)\n"
     "  --list-sched         print the valid policy names and stop\n"
@@ -74,7 +87,8 @@ static const char usage[] =
     "                       overlap ratio, idle time and images/s over the traced iterations\n"
     "  -h, --help           this text\n"
     "\n"
-    "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error.\n";
+    "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error;\n"
+    "a diverged training (NaN or Inf) with status 3.\n";
 
 static int print_rank0(void)
 {
@@ -152,10 +166,12 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"trace-iters", required_argument, 0, 'I'}, {"report", no_argument, 0, 'R'},
         {"list-sched", no_argument, 0, 'Q'},    {"parallel", required_argument, 0, 'G'},
         {"report-memory", no_argument, 0, 'Y'}, {"mem-limit", required_argument, 0, 'Z'},
+        {"save-every", required_argument, 0, 'E'}, {"resume", required_argument, 0, 'U'},
+        {"nonfinite", required_argument, 0, 'N'}, {"peer-timeout", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     long v;
-    float v_mem = 0;
+    float v_mem = 0, v_timeout = 0;
     int c, err = 0;
     opterr = 0;
     while (!err && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
@@ -167,7 +183,21 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         case 'm': o->model = optarg; break;
         case 'd': o->data = optarg; break;
         case 'o': o->save = optarg; break;
-        case 'r': o->load = optarg; break;
+        case 'r':
+        case 'U':
+            if (o->load)
+                err = sc_error(SC_ERR_ARG, "--%s: --load or --resume, once", name);
+            o->load = optarg;
+            o->resume = c == 'U';
+            break;
+        case 'N':
+            if (!strcmp(optarg, "stop") || !strcmp(optarg, "skip"))
+                o->skip_nonfinite = !strcmp(optarg, "skip");
+            else
+                err = sc_error(SC_ERR_ARG, "--nonfinite: '%s' is neither stop nor skip", optarg);
+            break;
+        case 'W': err = parse_float(name, optarg, 0, &v_timeout), o->peer_timeout = v_timeout; break;
+        case 'E': err = parse_long(name, optarg, 1, LONG_MAX / 2, &o->save_every); break;
         case 'j': o->metrics = optarg; break;
         case 'p':
             o->sched = optarg;
@@ -202,6 +232,8 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
     }
     if (!err && optind < argc)
         err = sc_error(SC_ERR_ARG, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!err && o->save_every && !o->save)
+        err = sc_error(SC_ERR_ARG, "--save-every needs --save FILE (where to write the checkpoints)");
     return err;
 }
 
@@ -286,6 +318,9 @@ static int check_data(const struct sc_net *net, const struct sc_dataset *ds, con
 
 int main(int argc, char **argv)
 {
+    /* Past a file size limit a write fails with EFBIG, which the savers
+     * report, instead of killing the process in the middle of a save. */
+    signal(SIGXFSZ, SIG_IGN);
     struct sc_train_opts o;
     sc_train_opts_default(&o);
     int err = parse_args(argc, argv, &o);
@@ -315,6 +350,7 @@ int main(int argc, char **argv)
         (on_disk && (err = sc_dataset_load_idx(o.data, "train", &train))) ||
         (err = check_data(net, &train, o.data)) || (on_disk && (err = sc_dataset_load_idx(o.data, "t10k", &test))) ||
         (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
+        (o.resume && (err = sc_train_check_resume(&o, &train, ck))) ||
         (o.save && (err = check_writable("save", o.save))) ||
         (o.metrics && (err = check_writable("metrics", o.metrics))) ||
         (o.trace && (err = check_writable("trace", o.trace))) || (err = check_trace_range(&o, train.n))) {
@@ -328,10 +364,12 @@ int main(int argc, char **argv)
     }
 
     struct sc_runtime rt;
+    sc_runtime_set_peer_timeout(o.peer_timeout);
     if ((err = sc_runtime_init(&argc, &argv, o.sched, &rt)))
         return fail(err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1, sc_last_error());
     int status = 0;
-    if ((err = sc_net_setup(net, &rt, o.batch, o.seed, &o.comm))) {
+    if ((err = sc_train_check_ranks(&o, &rt, &train, &test, net, ck)) ||
+        (err = sc_net_setup(net, &rt, o.batch, o.seed, &o.comm))) {
         status = err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1;
     } else {
         if (rt.rank == 0)
@@ -342,9 +380,7 @@ int main(int argc, char **argv)
             err = sc_checkpoint_apply(net, ck);
         if (!err)
             err = sc_train_run(&o, &rt, net, &train, &test);
-        if (!err && o.save)
-            err = sc_checkpoint_save(net, &rt, o.save);
-        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? EXIT_BAD_INPUT : 1) : 0;
+        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? EXIT_BAD_INPUT : err == SC_ERR_NONFINITE ? 3 : 1) : 0;
     }
     if (err && rt.rank == 0)
         fprintf(stderr, "starconv-train: %s\n", sc_last_error());

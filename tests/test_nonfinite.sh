@@ -1,0 +1,53 @@
+# A NaN or Inf stops training (exit 3) with the iteration and the first
+# place it appeared, and the last checkpoint written before it stays;
+# --nonfinite skip goes on without applying such gradients.
+. "$TOP_SRCDIR/tests/common.sh"
+
+nan="--model $MODELS/lenet.cfg --batch 16 --shuffle off --test off --data synthetic:1x28x28:10:nan=37"
+
+# finite FILE: every tensor compares equal to itself (a NaN never does).
+finite() { "$COMPARE" "$1" "$1" 0 >/dev/null; }
+iteration() { "$COMPARE" --show "$1" | sed -n 's/^optimizer.iteration I64 \[\] = //p'; }
+
+# 1. Sample 37 (global batch 3 of 16, file order) has a NaN.
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --iters 10 --log-every 4 --save-every 2 --save "$WORK/a.st" \
+  >"$WORK/out" 2>"$WORK/err"
+rc=$?
+line=$(grep '^starconv-train:' "$WORK/err")
+if [ $rc -eq 3 ] && echo "$line" | grep -q "iteration 3: a NaN or Inf, first in the input samples" &&
+  echo "$line" | grep -q "keeps the checkpoint of iteration 2" && [ "$(iteration "$WORK/a.st")" = 2 ]; then
+  ok "corrupt sample: exit 3: $line"
+else
+  fail "corrupt sample: exit $rc: $line"
+fi
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --iters 2 --save "$WORK/two.st" >/dev/null 2>&1
+if "$COMPARE" "$WORK/a.st" "$WORK/two.st" 0 >/dev/null; then
+  ok "the checkpoint kept is the one of iteration 2, bit for bit"
+else
+  fail "the checkpoint kept differs from a 2-iteration run"
+fi
+
+# 2. A learning rate that blows the weights up: the loss goes NaN.
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" --data "$DATA" --model "$MODELS/lenet.cfg" --batch 32 --lr 1e8 --iters 40 \
+  --log-every 5 --test off --save-every 2 --save "$WORK/d.st" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+line=$(grep '^starconv-train:' "$WORK/err")
+bad=$(echo "$line" | sed -n 's/^starconv-train: iteration \([0-9]*\): a NaN or Inf, first in .* layer .*/\1/p')
+kept=$(iteration "$WORK/d.st")
+if [ $rc -eq 3 ] && [ -n "$bad" ] && [ -n "$kept" ] && [ "$kept" -lt "$bad" ] && finite "$WORK/d.st"; then
+  ok "divergence (--lr 1e8): exit 3, checkpoint of iteration $kept is finite: $line"
+else
+  fail "divergence: exit $rc, kept iteration '$kept': $line"
+fi
+
+# 3. --nonfinite skip: training goes on, and says how many were skipped.
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --iters 6 --nonfinite skip --save "$WORK/s.st" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+if [ $rc -eq 0 ] && grep -q "6 iterations.*, 1 batches skipped (not finite)" "$WORK/out" && finite "$WORK/s.st" &&
+  [ "$(iteration "$WORK/s.st")" = 6 ]; then
+  ok "--nonfinite skip: $(cat "$WORK/out")"
+else
+  cat "$WORK/err"
+  fail "--nonfinite skip: exit $rc"
+fi
+finish
