@@ -41,6 +41,10 @@ int sc_error(int err, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
     va_end(ap);
+    /* One line, whatever a file put in a name it quotes. */
+    for (char *c = tmp; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = '?';
     memcpy(last_error, tmp, sizeof tmp);
     return err;
 }

@@ -81,20 +81,20 @@ expect() {
 if [ ! -x "$TRAIN" ]; then
   echo "SKIP starconv-train checks: $TRAIN not built"
 else
-  SYN="--data synthetic:1x28x28:10"
+  SYN=synthetic:1x28x28:10
   LENET="$TOP_SRCDIR/models/lenet.cfg"
   for f in regress-cr-inside-line regress-nul-byte regress-unknown-section regress-long-value-64k \
     regress-too-many-layers regress-huge-input regress-pad-growth regress-conv-weights \
     regress-fc-weights regress-del-in-key regress-escape-sequence; do
-    expect "--model $f" --model "$CORPUS/net/$f" $SYN
+    expect "--model $f" --model "$CORPUS/net/$f" --data "$SYN"
   done
   for f in long-line many-keys many-layers over-limit; do
-    expect "--model $f (generated)" --model "$big/net/$f" $SYN
+    expect "--model $f (generated)" --model "$big/net/$f" --data "$SYN"
   done
   for f in "$CORPUS"/safetensors/regress-*; do
-    expect "--load $(basename "$f")" --model "$LENET" $SYN --load "$f"
+    expect "--load $(basename "$f")" --model "$LENET" --data "$SYN" --load "$f"
   done
-  expect "--load many-tensors (generated)" --model "$LENET" $SYN --load "$big/safetensors/many-tensors"
+  expect "--load many-tensors (generated)" --model "$LENET" --data "$SYN" --load "$big/safetensors/many-tensors"
 
   # IDX files: magic 0x803 and dims, big-endian.
   be32() { printf "$(printf '\\%03o' $(($1 >> 24 & 255)) $(($1 >> 16 & 255)) $(($1 >> 8 & 255)) $(($1 & 255)))"; }
