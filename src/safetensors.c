@@ -65,23 +65,6 @@ struct json {
     const char *path;
 };
 
-/* Like sc_error, for messages that quote the file's own strings: tensor
- * names and keys may hold any character once \u escapes are decoded, and a
- * newline or an escape sequence must not reach the user's terminal from a
- * hostile file.  Control characters become '?'. */
-__attribute__((format(printf, 2, 3))) static int st_error(int err, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    for (char *p = msg; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            *p = '?';
-    return sc_error(err, "%s", msg);
-}
-
 __attribute__((format(printf, 2, 3))) static int json_error(struct json *j, const char *fmt, ...)
 {
     char what[256];
@@ -89,7 +72,7 @@ __attribute__((format(printf, 2, 3))) static int json_error(struct json *j, cons
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    return st_error(SC_ERR_PARSE, "%s: bad safetensors header at byte %zu: %s", j->path, j->pos,
+    return sc_error(SC_ERR_PARSE, "%s: bad safetensors header at byte %zu: %s", j->path, j->pos,
                     what);
 }
 
@@ -414,7 +397,7 @@ static int check_layout(struct sc_st_file *f, const char *path)
     for (int i = 0; i < f->ntensors; i++) {
         const struct sc_st_tensor *t = &f->tensors[i];
         if (t->offset != at)
-            return st_error(SC_ERR_PARSE, "%s: tensor '%.100s' starts at byte %zu of the data "
+            return sc_error(SC_ERR_PARSE, "%s: tensor '%.100s' starts at byte %zu of the data "
                             "section, the previous tensor ends at %zu (%s)", path, t->name,
                             t->offset, at, t->offset < at ? "overlap" : "gap");
         at += t->nbytes;
@@ -433,7 +416,7 @@ static int check_layout(struct sc_st_file *f, const char *path)
     int rc = SC_OK;
     for (int i = 1; i < f->ntensors && rc == SC_OK; i++)
         if (strcmp(names[i - 1], names[i]) == 0)
-            rc = st_error(SC_ERR_PARSE, "%s: duplicate tensor name '%.100s'", path, names[i]);
+            rc = sc_error(SC_ERR_PARSE, "%s: duplicate tensor name '%.100s'", path, names[i]);
     free(names);
     return rc;
 }
