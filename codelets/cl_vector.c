@@ -116,6 +116,11 @@ static void cl_sgd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_sgd_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
+    if (a.gate && *(const float *)STARPU_VECTOR_GET_PTR(buffers[3]) != 0) {
+        if (a.watch)
+            record_nonfinite(a.watch, a.iteration);
+        return;
+    }
     if (a.watch) {
         if (a.watch->freeze && __atomic_load_n(&a.watch->first_iteration, __ATOMIC_SEQ_CST))
             return;
@@ -138,13 +143,80 @@ static struct starpu_codelet cl_sgd = {
     .name = "sgd",
 };
 
+/* The same kernel, after a whole-batch verdict (sc_sgd_args.gate). */
+static struct starpu_codelet cl_sgd_gated = {
+    .cpu_funcs = {cl_sgd_cpu_func},
+    .nbuffers = 4,
+    .modes = {STARPU_RW, STARPU_RW, STARPU_R, STARPU_R},
+    .model = &sgd_model,
+    .name = "sgd",
+};
+
 int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
                   starpu_data_handle_t g, const char *name)
 {
     int ret;
     if ((ret = same_length("sgd", w, "w", v, "v")) || (ret = same_length("sgd", w, "w", g, "g")))
         return ret;
+    if (a->gate) {
+        if ((ret = sc_check_vec(a->gate, 1, sizeof(float), "sgd", "gate")))
+            return ret;
+        return sc_insert_result(starpu_task_insert(&cl_sgd_gated, STARPU_VALUE, a, sizeof *a, STARPU_RW, w,
+                                                   STARPU_RW, v, STARPU_R, g, STARPU_R, a->gate,
+                                                   SC_TASK_ATTRS(name), 0),
+                                "sgd");
+    }
     return sc_insert_result(starpu_task_insert(&cl_sgd, STARPU_VALUE, a, sizeof *a, STARPU_RW, w,
                                                STARPU_RW, v, STARPU_R, g, SC_TASK_ATTRS(name), 0),
                             "sgd");
+}
+
+/* ---- the whole-batch verdict: zero, then count the non-finite pieces ---- */
+
+static void cl_zero_cpu_func(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    memset((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0,
+           STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
+}
+
+static struct starpu_codelet cl_zero = {
+    .cpu_funcs = {cl_zero_cpu_func},
+    .nbuffers = 1,
+    .modes = {STARPU_W},
+    .name = "zero",
+};
+
+int sc_insert_zero(starpu_data_handle_t h, const char *name)
+{
+    return sc_insert_result(starpu_task_insert(&cl_zero, STARPU_W, h, SC_TASK_ATTRS(name), 0), "zero");
+}
+
+static void cl_count_nonfinite_cpu_func(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    if (!all_finite((const float *)STARPU_VECTOR_GET_PTR(buffers[1]), STARPU_VECTOR_GET_NX(buffers[1])))
+        *(float *)STARPU_VECTOR_GET_PTR(buffers[0]) += 1;
+}
+
+static struct starpu_perfmodel count_nonfinite_model = {.type = STARPU_HISTORY_BASED,
+                                                        .symbol = "sc_count_nonfinite"};
+
+static struct starpu_codelet cl_count_nonfinite = {
+    .cpu_funcs = {cl_count_nonfinite_cpu_func},
+    .nbuffers = 2,
+    .modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
+    .model = &count_nonfinite_model,
+    .name = "count_nonfinite",
+};
+
+int sc_insert_count_nonfinite(starpu_data_handle_t count, starpu_data_handle_t g, const char *name)
+{
+    int ret;
+    if ((ret = sc_check_vec(count, 1, sizeof(float), "count_nonfinite", "count")) ||
+        (ret = sc_check_vec(g, 0, sizeof(float), "count_nonfinite", "g")))
+        return ret;
+    return sc_insert_result(starpu_task_insert(&cl_count_nonfinite, STARPU_RW | STARPU_COMMUTE, count, STARPU_R,
+                                               g, SC_TASK_ATTRS(name), 0),
+                            "count_nonfinite");
 }

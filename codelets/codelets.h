@@ -122,6 +122,10 @@ struct sc_sgd_args {
     float lr, momentum, weight_decay;
     int64_t iteration;              /* the update's iteration, from 1 (for watch) */
     struct sc_nonfinite *watch;     /* NULL: no check */
+    /* NULL, or a count (one float) of the pieces of this batch's gradient
+     * that are not finite, on all ranks: when it is not 0 the update
+     * changes nothing and is recorded in watch (a whole batch skipped). */
+    starpu_data_handle_t gate;
 };
 /* Gradients that are not finite (NaN or Inf), as the SGD tasks of a rank
  * see them: such a gradient changes nothing (its weights and momentum stay
@@ -134,9 +138,14 @@ struct sc_nonfinite {
     int64_t iterations;                      /* how many iterations had one */
     int freeze;
 };
-/* RW w, RW v, R g */
+/* RW w, RW v, R g (and R a->gate) */
 int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
                   starpu_data_handle_t g, const char *name);
+/* W h: h = 0 (a vector of floats) */
+int sc_insert_zero(starpu_data_handle_t h, const char *name);
+/* RW count (one float), R g: count += 1 when some value of g is NaN or Inf.
+ * Commutative: the counts of a batch's pieces run in any order. */
+int sc_insert_count_nonfinite(starpu_data_handle_t count, starpu_data_handle_t g, const char *name);
 
 /* ---- attributes of the tasks the wrappers submit ---- */
 

@@ -351,6 +351,7 @@ struct sc_net_dist {
     struct layer_data *ld;
     struct bucket *buckets;
     int nbuckets;
+    struct sc_gate *gate;            /* comm.gate_updates: the batch's verdict */
     int critical_priority;
     char load_name[16], acc_name[24], summary[96];
 };
@@ -1045,6 +1046,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     for (int i = 0; i < D->nbuckets; i++)
         if ((err = setup_bucket(net, &D->buckets[i], seed)))
             return err;
+    if (D->comm.gate_updates && (err = sc_gate_create(&D->gate, rt->comm, "nonfinite")))
+        return err;
     plan_priorities(net);
     summarize(net);
     snprintf(D->load_name, sizeof(D->load_name), "input.load");
@@ -1130,6 +1133,7 @@ void sc_net_destroy(struct sc_net *net)
         }
         for (int i = 0; D->buckets && i < D->nbuckets; i++)
             destroy_bucket(&D->buckets[i]);
+        sc_gate_destroy(D->gate);
         for (int t = 0; t < D->ntiles; t++) {
             if (D->hx0)
                 unreg_vec(D->hx0[t], D->x0[t]);
@@ -1252,7 +1256,7 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
 }
 
 /* The whole gradient of a replicated layer from every rank's inputs and
- * errors, then its update, all local. */
+ * errors, all local; then its update, unless a gate defers it. */
 static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd_args *sgd)
 {
     struct sc_net_dist *D = net->dist;
@@ -1277,23 +1281,56 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
     for (int i = 1; i < P * T; i++)
         if ((err = sc_insert_accumulate(d->hg, d->hpg[i], d->acc_name)))
             return err;
+    if (D->gate)
+        return sc_gate_check_submit(D->gate, d->hg);
     return sc_insert_sgd(sgd, d->hw, d->hv, d->hg, d->sgd_name);
 }
 
 /* The collective of a bucket, once the gradients of all its layers are
  * submitted: switch from the layers' slices to the collective's pieces
- * and back. */
-static int submit_bucket(struct bucket *b, const struct sc_sgd_args *sgd)
+ * (reduce), and back after the update.  A gate puts its verdict between
+ * the two halves. */
+static int submit_bucket_reduce(struct bucket *b, struct sc_gate *gate)
 {
     sc_task_set_priority(b->priority);
     if (b->lw) {
         starpu_data_unpartition_submit(b->hg, b->nlayers, b->lg, STARPU_MAIN_RAM);
         starpu_data_unpartition_submit(b->hw, b->nlayers, b->lw, STARPU_MAIN_RAM);
     }
-    int err = sc_sgd_sync_submit(b->sgd, sgd);
+    return sc_sgd_sync_reduce_submit(b->sgd, gate);
+}
+
+static int submit_bucket_update(struct bucket *b, const struct sc_sgd_args *sgd)
+{
+    sc_task_set_priority(b->priority);
+    int err = sc_sgd_sync_update_submit(b->sgd, sgd);
     if (b->lw) {
         starpu_data_partition_submit(b->hw, b->nlayers, b->lw);
         starpu_data_partition_submit(b->hg, b->nlayers, b->lg);
+    }
+    return err;
+}
+
+/* With a gate: the verdict over the whole batch, then every update, in
+ * the order the gradients came (backward). */
+static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_sgd_args gated = *sgd;
+    gated.gate = sc_gate_handle(D->gate);
+    int err = sc_gate_close_submit(D->gate);
+    for (int l = net->nlayers - 1; l >= 0 && !err; l--) {
+        struct layer_data *d = &D->ld[l];
+        if (net->layers[l].alias || !net->layers[l].nparams)
+            continue;
+        if (d->replicated) {
+            sc_task_set_priority(d->grad_priority);
+            err = sc_insert_sgd(&gated, d->hw, d->hv, d->hg, d->sgd_name);
+        } else {
+            struct bucket *b = &D->buckets[d->bucket];
+            if (b->layer[b->nlayers - 1] == l)
+                err = submit_bucket_update(b, &gated);
+        }
     }
     return err;
 }
@@ -1303,7 +1340,7 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
 {
     struct sc_net_dist *D = net->dist;
     int err;
-    if ((err = submit_forward(net, ds, idx, 1)))
+    if ((D->gate && (err = sc_gate_open_submit(D->gate))) || (err = submit_forward(net, ds, idx, 1)))
         return err;
     for (int l = net->nlayers - 1; l >= 0; l--) {
         struct sc_layer *layer = &net->layers[l];
@@ -1349,9 +1386,13 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
         /* A bucket's collective right after the gradient of its last layer,
          * so that it overlaps the backward pass of the layers below. */
         struct bucket *b = &D->buckets[d->bucket];
-        if (b->layer[b->nlayers - 1] == l && (err = submit_bucket(b, sgd)))
+        if (b->layer[b->nlayers - 1] != l)
+            continue;
+        if ((err = submit_bucket_reduce(b, D->gate)) || (!D->gate && (err = submit_bucket_update(b, sgd))))
             return err;
     }
+    if (D->gate && (err = submit_gated_updates(net, sgd)))
+        return err;
     net->iteration++;
     /* Bounded lookahead: tasks are small, but an epoch of them is not. */
     sc_tasks_throttle(4096);

@@ -48,7 +48,8 @@ static const char usage[] =
     "                       same --batch, --seed, --shuffle and --data (the ranks may differ)\n"
     "  --nonfinite stop|skip  a NaN or Inf in a gradient: stop (default; exit status 3, naming\n"
     "                       the iteration and the first layer where it appeared; the last\n"
-    "                       checkpoint stays) or skip such batches (they change nothing)\n"
+    "                       checkpoint stays) or skip such batches whole, on every rank\n"
+    "                       (the updates then wait for the whole batch's gradients)\n"
     "  --peer-timeout S     a rank not heard from for S seconds (killed, stopped, node lost)\n"
     "                       stops the job with a message naming it; default 20\n"
     "                       (or SC_PEER_TIMEOUT), 0: off\n"
@@ -192,7 +193,7 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
             break;
         case 'N':
             if (!strcmp(optarg, "stop") || !strcmp(optarg, "skip"))
-                o->skip_nonfinite = !strcmp(optarg, "skip");
+                o->skip_nonfinite = o->comm.gate_updates = !strcmp(optarg, "skip");
             else
                 err = sc_error(SC_ERR_ARG, "--nonfinite: '%s' is neither stop nor skip", optarg);
             break;

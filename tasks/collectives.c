@@ -349,20 +349,34 @@ void sc_sgd_sync_destroy(struct sc_sgd_sync *s)
     free(s);
 }
 
-int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
+int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, struct sc_gate *gate)
+{
+    struct sc_ring *r = s->ring;
+    int err = 0;
+    if (r->size == 1)
+        return gate ? sc_gate_check_submit(gate, r->vec) : 0;
+    if (r->chain) {
+        err = chain_reduce(r);
+        return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, r->vec) : err;
+    }
+    int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg;
+    starpu_data_partition_submit(r->vec, pieces, r->piece);
+    err = reduce_scatter(r);
+    for (int j = 0; j < r->nseg && gate && !err; j++)
+        err = sc_gate_check_submit(gate, r->piece[own + j]);
+    return err;
+}
+
+int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
 {
     struct sc_ring *r = s->ring;
     if (r->size == 1)
         return sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name);
     if (r->chain) {
-        int err = chain_reduce(r);
-        if (!err && r->rank == 0)
-            err = sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name);
+        int err = r->rank == 0 ? sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name) : 0;
         return err ? err : chain_broadcast(r, s->weights);
     }
-    int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg;
-    starpu_data_partition_submit(r->vec, pieces, r->piece);
-    int err = reduce_scatter(r);
+    int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg, err = 0;
     starpu_data_partition_submit(s->weights, pieces, s->wpiece);
     starpu_data_partition_submit(s->momentum, pieces, s->vpiece);
     for (int j = 0; j < r->nseg && !err; j++)
@@ -373,6 +387,68 @@ int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
     starpu_data_unpartition_submit(s->weights, pieces, s->wpiece, STARPU_MAIN_RAM);
     starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
+}
+
+int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
+{
+    int err = sc_sgd_sync_reduce_submit(s, NULL);
+    return err ? err : sc_sgd_sync_update_submit(s, sgd);
+}
+
+/* ---- the whole-batch verdict ---- */
+
+struct sc_gate {
+    float count;
+    starpu_data_handle_t h;
+    struct sc_ring *sum;
+    char zero_name[64], check_name[64];
+};
+
+int sc_gate_create(struct sc_gate **out, MPI_Comm comm, const char *name)
+{
+    struct sc_gate *g = calloc(1, sizeof(*g));
+    if (!g)
+        return sc_error(SC_ERR_NOMEM, "out of memory for a gate");
+    snprintf(g->zero_name, sizeof(g->zero_name), "%s.open", name);
+    snprintf(g->check_name, sizeof(g->check_name), "%s.check", name);
+    starpu_vector_data_register(&g->h, STARPU_MAIN_RAM, (uintptr_t)&g->count, 1, sizeof(float));
+    int err = sc_ring_create(&g->sum, g->h, comm, name);
+    if (err) {
+        sc_gate_destroy(g);
+        return err;
+    }
+    *out = g;
+    return 0;
+}
+
+void sc_gate_destroy(struct sc_gate *g)
+{
+    if (!g)
+        return;
+    sc_ring_destroy(g->sum);
+    if (g->h)
+        starpu_data_unregister(g->h);
+    free(g);
+}
+
+int sc_gate_open_submit(struct sc_gate *g)
+{
+    return sc_insert_zero(g->h, g->zero_name);
+}
+
+int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad)
+{
+    return sc_insert_count_nonfinite(g->h, grad, g->check_name);
+}
+
+int sc_gate_close_submit(struct sc_gate *g)
+{
+    return sc_ring_allreduce_submit(g->sum);
+}
+
+starpu_data_handle_t sc_gate_handle(const struct sc_gate *g)
+{
+    return g->h;
 }
 
 int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,

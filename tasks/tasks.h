@@ -48,6 +48,28 @@ int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring,
 void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
 int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
 
+/* A whole-batch verdict on the gradients, before any update (--nonfinite
+ * skip): the number of gradient pieces that hold a NaN or Inf, summed over
+ * the ranks of comm.  Per batch: open (count = 0), check every reduced
+ * gradient piece that this rank updates, close (the sum over the ranks);
+ * the updates then read sc_gate_handle through sc_sgd_args.gate, so that
+ * every rank skips the whole batch or none of it.  The price: no update
+ * starts before the last gradient of the batch is reduced. */
+struct sc_gate;
+int sc_gate_create(struct sc_gate **out, MPI_Comm comm, const char *name);
+void sc_gate_destroy(struct sc_gate *g);
+int sc_gate_open_submit(struct sc_gate *g);
+int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad);
+int sc_gate_close_submit(struct sc_gate *g);
+starpu_data_handle_t sc_gate_handle(const struct sc_gate *g);
+
+/* sc_sgd_sync_submit in two halves, for a gate between them: the
+ * reduce-scatter (and the check of the owned chunk by gate, unless NULL),
+ * then the update and the allgather.  Between the two the gradient vector
+ * stays partitioned into the collective's pieces. */
+int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, struct sc_gate *gate);
+int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
+
 /* Allgather of per-tile buffers over comm: every rank sends its ntiles
  * tiles local[t] to every other rank, and rank q's tile t arrives in
  * remote[q * ntiles + t] (this rank's own entries are not used).  All

@@ -8,7 +8,9 @@
  * (the gradient of a bias that batch normalization follows).
  * ckpt_compare A B RTOL momentum=MRTOL: the momentum buffers are held to the
  * relative MRTOL instead (they are gradients, whose relative rounding
- * differences are larger than the weights'). */
+ * differences are larger than the weights').
+ * ckpt_compare A B RTOL ignore=NAME: tensor NAME is not compared (e.g.
+ * optimizer.iteration, when a skipped batch counts as an iteration). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +61,11 @@ int main(int argc, char **argv)
     double worst = 0, worst_momentum = -1;
     for (int i = 0; i < a->ntensors; i++) {
         const struct sc_st_tensor *ta = &a->tensors[i], *tb = sc_st_find(b, ta->name);
+        int ignored = 0;
+        for (int j = 4; j < argc; j++)
+            ignored |= !strncmp(argv[j], "ignore=", 7) && !strcmp(argv[j] + 7, ta->name);
+        if (ignored)
+            continue;
         if (!tb || strcmp(ta->dtype, tb->dtype) || ta->nbytes != tb->nbytes) {
             printf("FAIL %s: missing or different in %s\n", ta->name, argv[2]);
             bad = 1;
@@ -79,6 +86,8 @@ int main(int argc, char **argv)
         }
         double rel = sqrt(diff) / (sqrt(norm) > 1e-30 ? sqrt(norm) : 1.0), tol = rtol;
         for (int j = 4; j < argc; j++) {
+            if (!strncmp(argv[j], "ignore=", 7))
+                continue;
             if (!strncmp(argv[j], "momentum=", 9)) {
                 if (strstr(ta->name, ".momentum_buffer"))
                     tol = atof(argv[j] + 9);

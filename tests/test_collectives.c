@@ -1,5 +1,6 @@
 /* Ring allreduce and the reduce-scatter/SGD/allgather step on 1..P ranks,
- * for lengths that do not divide by the rank count. */
+ * for lengths that do not divide by the rank count, and the whole-batch
+ * gate of --nonfinite skip. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -118,6 +119,100 @@ static int test_sgd(struct sc_runtime *rt, size_t n)
     return bad;
 }
 
+/* --nonfinite skip's gate: two layers (plans a and b) take three steps;
+ * at step 1 one value of b's gradient on the last rank is NaN.  The whole
+ * step must change nothing on any rank, a's update included, and be
+ * recorded once; steps 0 and 2 apply as usual. */
+static int test_gate(struct sc_runtime *rt, size_t na, size_t nb)
+{
+    size_t n[2] = {na, nb};
+    float *w[2], *v[2], *g[2], *rw[2], *rv[2];
+    starpu_data_handle_t hw[2], hv[2], hg[2];
+    struct sc_ring *ring[2];
+    struct sc_sgd_sync *sync[2];
+    struct sc_gate *gate;
+    for (int k = 0; k < 2; k++) {
+        w[k] = malloc(n[k] * 4), v[k] = calloc(n[k], 4), g[k] = malloc(n[k] * 4);
+        rw[k] = malloc(n[k] * 4), rv[k] = calloc(n[k], 4);
+        starpu_vector_data_register(&hw[k], STARPU_MAIN_RAM, (uintptr_t)w[k], n[k], 4);
+        starpu_vector_data_register(&hv[k], STARPU_MAIN_RAM, (uintptr_t)v[k], n[k], 4);
+        starpu_vector_data_register(&hg[k], STARPU_MAIN_RAM, (uintptr_t)g[k], n[k], 4);
+        if (sc_ring_create(&ring[k], hg[k], rt->comm, "g") || sc_sgd_sync_create(&sync[k], ring[k], hw[k], hv[k])) {
+            printf("FAIL plan: %s\n", sc_last_error());
+            return 1;
+        }
+        for (size_t i = 0; i < n[k]; i++)
+            w[k][i] = rw[k][i] = (float)sin((double)i + k);
+    }
+    if (sc_gate_create(&gate, rt->comm, "gate")) {
+        printf("FAIL gate: %s\n", sc_last_error());
+        return 1;
+    }
+    struct sc_nonfinite watch = {0};
+    struct sc_sgd_args a = {
+        .lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f, .watch = &watch, .gate = sc_gate_handle(gate)};
+    for (int step = 0; step < 3; step++) {
+        a.iteration = step + 1;
+        for (int k = 0; k < 2; k++) {
+            starpu_data_acquire(hg[k], STARPU_W);
+            for (size_t i = 0; i < n[k]; i++)
+                g[k][i] = value(rt->rank, i, step);
+            if (step == 1 && k == 1 && rt->rank == rt->size - 1)
+                g[k][n[k] - 1] = NAN;
+            starpu_data_release(hg[k]);
+        }
+        int err = sc_gate_open_submit(gate);
+        for (int k = 1; k >= 0 && !err; k--) /* backward order, as in training */
+            err = sc_sgd_sync_reduce_submit(sync[k], gate);
+        if (!err)
+            err = sc_gate_close_submit(gate);
+        for (int k = 1; k >= 0 && !err; k--)
+            err = sc_sgd_sync_update_submit(sync[k], &a);
+        if (err) {
+            printf("FAIL submit: %s\n", sc_last_error());
+            return 1;
+        }
+        for (int k = 0; k < 2 && step != 1; k++)
+            for (size_t i = 0; i < n[k]; i++) {
+                float s = 0;
+                for (int r = 0; r < rt->size; r++)
+                    s += value(r, i, step);
+                rv[k][i] = a.momentum * rv[k][i] + (s + a.weight_decay * rw[k][i]);
+                rw[k][i] -= a.lr * rv[k][i];
+            }
+    }
+    sc_tasks_wait_all(rt->comm);
+    int bad = 0;
+    for (int k = 0; k < 2; k++) {
+        char what[64];
+        snprintf(what, sizeof what, "gated sgd weights of %c", 'a' + k);
+        starpu_data_acquire(hw[k], STARPU_R);
+        bad |= check(what, n[k], w[k], rw[k], rt->rank);
+        starpu_data_release(hw[k]);
+        size_t first, count;
+        sc_ring_owned_range(ring[k], &first, &count);
+        snprintf(what, sizeof what, "gated sgd owned momentum of %c", 'a' + k);
+        starpu_data_acquire(hv[k], STARPU_R);
+        bad |= check(what, count, v[k] + first, rv[k] + first, rt->rank);
+        starpu_data_release(hv[k]);
+    }
+    if (watch.first_iteration != 2 || watch.last_iteration != 2 || watch.iterations != 1) {
+        printf("FAIL rank %d gate recorded first %lld last %lld count %lld, want 2 2 1\n", rt->rank,
+               (long long)watch.first_iteration, (long long)watch.last_iteration, (long long)watch.iterations);
+        bad = 1;
+    }
+    sc_gate_destroy(gate);
+    for (int k = 0; k < 2; k++) {
+        sc_sgd_sync_destroy(sync[k]);
+        sc_ring_destroy(ring[k]);
+        starpu_data_unregister(hw[k]);
+        starpu_data_unregister(hv[k]);
+        starpu_data_unregister(hg[k]);
+        free(w[k]), free(v[k]), free(g[k]), free(rw[k]), free(rv[k]);
+    }
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
     struct sc_runtime rt;
@@ -131,6 +226,9 @@ int main(int argc, char **argv)
         bad |= test_allreduce(&rt, sizes[k]);
         bad |= test_sgd(&rt, sizes[k]);
     }
+    static const size_t gated[][2] = {{1000, 1}, {3, 1001}, {7, (1 << 20) + 5}};
+    for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++)
+        bad |= test_gate(&rt, gated[k][0], gated[k][1]);
     int any = sc_runtime_agree(&rt, -bad);
     if (rt.rank == 0)
         printf("%s: collectives on %d ranks\n", any ? "FAIL" : "PASS", rt.size);

@@ -50,4 +50,22 @@ else
   cat "$WORK/err"
   fail "--nonfinite skip: exit $rc"
 fi
+# 4. A skipped batch changes nothing on any rank, replicated layers
+#    included: 3 iterations whose third batch is bad end where 2 end.
+#    (The partial case, where only some layers' gradients are not finite,
+#    is test_collectives' gate test.)
+for fc in 0 1; do
+  STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --fc-replicate $fc --iters 3 --nonfinite skip --save "$WORK/s3.st" \
+    >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --fc-replicate $fc --iters 2 --save "$WORK/s2.st" >/dev/null 2>&1
+  if [ $rc -eq 0 ] && grep -q "1 batches skipped" "$WORK/out" && "$COMPARE" "$WORK/s3.st" "$WORK/s2.st" 0 \
+    ignore=optimizer.iteration >/dev/null
+  then
+    ok "--nonfinite skip --fc-replicate $fc: the skipped batch 3 left weights and momentum bit-equal to 2 iterations"
+  else
+    cat "$WORK/err"
+    fail "--nonfinite skip --fc-replicate $fc: exit $rc, or the weights after the skipped batch differ"
+  fi
+done
 finish
