@@ -89,7 +89,8 @@ static const char usage[] =
     "  -h, --help           this text\n"
     "\n"
     "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error;\n"
-    "a diverged training (NaN or Inf) with status 3.\n";
+    "a diverged training (NaN or Inf) with status 3; a rank that stops responding ends\n"
+    "the job with status 4 (mpirun's own status when it notices a dead rank first).\n";
 
 static int print_rank0(void)
 {

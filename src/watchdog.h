@@ -17,8 +17,9 @@
 
 #include <mpi.h>
 
-/* Exit status of the job when the watchdog stops it (MPI_Abort's code). */
-#define SC_WATCHDOG_EXIT 3
+/* Exit status of the job when the watchdog stops it (MPI_Abort's code):
+ * not 2 (bad input) nor 3 (divergence), so that a script can tell. */
+#define SC_WATCHDOG_EXIT 4
 
 /* Starts the watchdog over the ranks of world (collective: every rank calls
  * it, right after MPI_Init).  timeout <= 0 or one rank: does nothing and
