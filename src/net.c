@@ -352,6 +352,7 @@ struct sc_net_dist {
     struct bucket *buckets;
     int nbuckets;
     struct sc_gate *gate;            /* comm.gate_updates: the batch's verdict */
+    struct sc_nccl *nccl;            /* comm.nccl on more than one rank */
     int critical_priority;
     char load_name[16], acc_name[24], summary[96];
 };
@@ -833,6 +834,8 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     if ((err = sc_ring_create(&b->ring, b->hg, D->rt->comm, b->name)) ||
         (err = sc_sgd_sync_create(&b->sgd, b->ring, b->hw, b->hv)))
         return err;
+    if (D->nccl)
+        sc_sgd_sync_use_nccl(b->sgd, D->nccl);
     if (b->nlayers == 1) {
         D->ld[b->layer[0]].hw = b->hw;
         D->ld[b->layer[0]].hg = b->hg;
@@ -1043,6 +1046,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             return err;
     if ((err = plan_buckets(net)))
         return err;
+    if (D->comm.nccl && rt->size > 1 && (err = sc_nccl_create(&D->nccl, rt->comm)))
+        return err;
     for (int i = 0; i < D->nbuckets; i++)
         if ((err = setup_bucket(net, &D->buckets[i], seed)))
             return err;
@@ -1134,6 +1139,7 @@ void sc_net_destroy(struct sc_net *net)
         for (int i = 0; D->buckets && i < D->nbuckets; i++)
             destroy_bucket(&D->buckets[i]);
         sc_gate_destroy(D->gate);
+        sc_nccl_destroy(D->nccl);
         for (int t = 0; t < D->ntiles; t++) {
             if (D->hx0)
                 unreg_vec(D->hx0[t], D->x0[t]);

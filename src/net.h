@@ -28,6 +28,8 @@ struct sc_comm_opts {
     int priorities;        /* 1: task priorities from the critical path */
     const char *parallel;  /* --parallel: the grid of every layer without parallel= in
                             * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
+    int nccl;              /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
+                            * allreduces in CUDA tasks (tasks/nccl.c) */
     int gate_updates;      /* 1 (--nonfinite skip): no update of a batch starts before all
                             * its gradients are reduced and found finite on every rank, so
                             * that a batch is skipped whole or not at all */

@@ -67,6 +67,9 @@ static const char usage[] =
     "                       from all ranks and compute the whole weight gradient on each,\n"
     "                       instead of reducing it (Lee et al.); default 0\n"
     "  --priorities on|off  task priorities from the critical path (default on)\n"
+    "  --collectives tasks|nccl  the gradient sums of the buckets: StarPU-MPI transfers and\n"
+    "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
+    "                       (needs a CUDA build and a CUDA worker per rank)\n"
     "\n"
     "How layers are split (Dryden et al.):\n"
     "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
@@ -170,6 +173,7 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"report-memory", no_argument, 0, 'Y'}, {"mem-limit", required_argument, 0, 'Z'},
         {"save-every", required_argument, 0, 'E'}, {"resume", required_argument, 0, 'U'},
         {"nonfinite", required_argument, 0, 'N'}, {"peer-timeout", required_argument, 0, 'W'},
+        {"collectives", required_argument, 0, 'C'},
         {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
     };
     long v;
@@ -197,6 +201,12 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
                 o->skip_nonfinite = o->comm.gate_updates = !strcmp(optarg, "skip");
             else
                 err = sc_error(SC_ERR_ARG, "--nonfinite: '%s' is neither stop nor skip", optarg);
+            break;
+        case 'C':
+            if (!strcmp(optarg, "tasks") || !strcmp(optarg, "nccl"))
+                o->comm.nccl = !strcmp(optarg, "nccl");
+            else
+                err = sc_error(SC_ERR_ARG, "--collectives: '%s' is neither tasks nor nccl", optarg);
             break;
         case 'W': err = parse_float(name, optarg, 0, &v_timeout), o->peer_timeout = v_timeout; break;
         case 'E': err = parse_long(name, optarg, 1, LONG_MAX / 2, &o->save_every); break;

@@ -307,8 +307,14 @@ struct sc_sgd_sync {
     struct sc_ring *ring;
     starpu_data_handle_t weights, momentum;
     starpu_data_handle_t *wpiece, *vpiece;
+    struct sc_nccl *nccl;            /* NULL: the ring's tasks */
     char name[80];
 };
+
+void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n)
+{
+    s->nccl = n;
+}
 
 int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *ring, starpu_data_handle_t weights,
                        starpu_data_handle_t momentum)
@@ -355,6 +361,10 @@ int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, struct sc_gate *gate)
     int err = 0;
     if (r->size == 1)
         return gate ? sc_gate_check_submit(gate, r->vec) : 0;
+    if (s->nccl) {
+        err = sc_nccl_allreduce_submit(s->nccl, r->vec, r->comm_name);
+        return !err && gate ? sc_gate_check_submit(gate, r->vec) : err;
+    }
     if (r->chain) {
         err = chain_reduce(r);
         return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, r->vec) : err;
@@ -370,7 +380,7 @@ int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, struct sc_gate *gate)
 int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
 {
     struct sc_ring *r = s->ring;
-    if (r->size == 1)
+    if (r->size == 1 || s->nccl)
         return sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name);
     if (r->chain) {
         int err = r->rank == 0 ? sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name) : 0;

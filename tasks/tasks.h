@@ -63,6 +63,20 @@ int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad);
 int sc_gate_close_submit(struct sc_gate *g);
 starpu_data_handle_t sc_gate_handle(const struct sc_gate *g);
 
+/* NCCL collectives (--collectives nccl; tasks/nccl.c): one communicator
+ * per rank over comm, driven by this rank's first CUDA worker.  create is
+ * collective; without NCCL built in, or without a CUDA worker, it fails
+ * with SC_ERR_ARG.  allreduce: vec = its sum over the ranks, as one
+ * ncclAllReduce in a CUDA task; all NCCL tasks of a rank run in
+ * submission order, so that every rank issues them in the same order. */
+struct sc_nccl;
+int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm);
+void sc_nccl_destroy(struct sc_nccl *n);
+int sc_nccl_allreduce_submit(struct sc_nccl *n, starpu_data_handle_t vec, const char *name);
+/* From now on s reduces its gradient with an NCCL allreduce and every rank
+ * updates the whole of its weights and momentum (no allgather). */
+void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n);
+
 /* sc_sgd_sync_submit in two halves, for a gate between them: the
  * reduce-scatter (and the check of the owned chunk by gate, unless NULL),
  * then the update and the allgather.  Between the two the gradient vector

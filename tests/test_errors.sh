@@ -78,6 +78,11 @@ expect "bad synthetic spec" "expected synthetic:CxHxW:K" 1 $L --data synthetic:3
 expect "bad mesh size" "expected synthetic-mesh:SIZE" 1 $L --data synthetic-mesh:big
 expect "synthetic data of the wrong shape" "samples are 3x32x32 but the model's input is 1x28x28" 1 $L --data synthetic:3x32x32:10
 expect "bad --mem-limit" "--mem-limit: 'lots'" 1 $L --data "$DATA" --mem-limit lots
+expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L --data "$DATA" --collectives mpi
+# Without a GPU (or NCCL) here, asking for NCCL is a clear error, not a hang.
+expect "--collectives nccl without NCCL or a CUDA worker" \
+  "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
+  --collectives nccl
 cfg "$net" '[convolutional]' 'filters=10' 'size=1' '[softmax]' 'per_pixel=1'
 expect "per-pixel loss on image data" "needs per-pixel labels" 1 --model "$WORK/m.cfg" --data "$DATA" --iters 1
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
