@@ -2,6 +2,11 @@
  * forward and backward passes (in double, so that they can be added up over
  * tiles and ranks before use), and the element-wise passes that use them. */
 #include "cl_common.h"
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
 
 #include <math.h>
 
@@ -72,11 +77,25 @@ static void cl_bn_stats_cpu_func(void *buffers[], void *cl_arg)
             sum2(x + ((size_t)i * a.c + ch) * a.hw, (size_t)a.hw, &st[ch], &st[a.c + ch]);
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_stats_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_cuda_check(sc_cuda_bn_stats((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (double *)STARPU_VECTOR_GET_PTR(buffers[1]), a.n, a.c, a.hw, starpu_cuda_get_local_stream()),
+                  "bn_stats");
+}
+#endif
+
 static struct starpu_perfmodel bn_stats_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_stats", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_stats = {
     .cpu_funcs = {cl_bn_stats_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_stats_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &bn_stats_model,
@@ -108,11 +127,25 @@ static void cl_accumulate_f64_cpu_func(void *buffers[], void *cl_arg)
         d[i] += s[i];
 }
 
+#ifdef SC_USE_CUDA
+static void cl_accumulate_f64_cuda_func(void *buffers[], void *cl_arg)
+{
+    (void)cl_arg;
+    sc_cuda_check(sc_cuda_accumulate_f64((double *)STARPU_VECTOR_GET_PTR(buffers[0]), (const double *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                         STARPU_VECTOR_GET_NX(buffers[0]), starpu_cuda_get_local_stream()),
+                  "accumulate_f64");
+}
+#endif
+
 static struct starpu_perfmodel accumulate_f64_model = {.type = STARPU_HISTORY_BASED,
                                                        .symbol = "sc_accumulate_f64"};
 
 static struct starpu_codelet cl_accumulate_f64 = {
     .cpu_funcs = {cl_accumulate_f64_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_accumulate_f64_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_RW, STARPU_R},
     .model = &accumulate_f64_model,
@@ -178,11 +211,27 @@ static void cl_bn_fwd_cpu_func(void *buffers[], void *cl_arg)
         }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_fwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    double count;
+    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    sc_cuda_check(sc_cuda_bn_fwd((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]), (float *)STARPU_VECTOR_GET_PTR(buffers[4]), a.n, a.c, a.hw, count, a.eps,
+                                 a.relu, starpu_cuda_get_local_stream()),
+                  "bn_fwd");
+}
+#endif
+
 static struct starpu_perfmodel bn_fwd_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_fwd", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_fwd = {
     .cpu_funcs = {cl_bn_fwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_fwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 5,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W},
     .model = &bn_fwd_model,
@@ -229,11 +278,25 @@ static void cl_bn_fwd_eval_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_fwd_eval_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_cuda_check(sc_cuda_bn_fwd_eval((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]), a.n, a.c, a.hw, a.eps, a.relu, starpu_cuda_get_local_stream()),
+                  "bn_fwd_eval");
+}
+#endif
+
 static struct starpu_perfmodel bn_fwd_eval_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_fwd_eval", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_fwd_eval = {
     .cpu_funcs = {cl_bn_fwd_eval_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_fwd_eval_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
     .model = &bn_fwd_eval_model,
@@ -281,11 +344,26 @@ static void cl_bn_running_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_running_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    double count;
+    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    sc_cuda_check(sc_cuda_bn_running((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), a.c, count, a.momentum, starpu_cuda_get_local_stream()),
+                  "bn_running_update");
+}
+#endif
+
 static struct starpu_perfmodel bn_running_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_running_update", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_running = {
     .cpu_funcs = {cl_bn_running_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_running_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_RW},
     .model = &bn_running_model,
@@ -348,11 +426,25 @@ static void cl_bn_bwd_stats_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_bwd_stats_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_cuda_check(sc_cuda_bn_bwd_stats((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (double *)STARPU_VECTOR_GET_PTR(buffers[3]), a.n, a.c, a.hw, starpu_cuda_get_local_stream()),
+                  "bn_bwd_stats");
+}
+#endif
+
 static struct starpu_perfmodel bn_bwd_stats_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_bwd_stats", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_bwd_stats = {
     .cpu_funcs = {cl_bn_bwd_stats_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_bwd_stats_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
     .model = &bn_bwd_stats_model,
@@ -392,11 +484,24 @@ static void cl_bn_param_grad_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_param_grad_cuda_func(void *buffers[], void *cl_arg)
+{
+    int c;
+    starpu_codelet_unpack_args(cl_arg, &c);
+    sc_cuda_check(sc_cuda_bn_param_grad((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), c, starpu_cuda_get_local_stream()), "bn_param_grad");
+}
+#endif
+
 static struct starpu_perfmodel bn_param_grad_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_param_grad", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_param_grad = {
     .cpu_funcs = {cl_bn_param_grad_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_param_grad_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &bn_param_grad_model,
@@ -447,11 +552,27 @@ static void cl_bn_bwd_data_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_bn_bwd_data_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_bn_args a;
+    double count;
+    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    sc_cuda_check(sc_cuda_bn_bwd_data((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), (const double *)STARPU_VECTOR_GET_PTR(buffers[4]), (float *)STARPU_VECTOR_GET_PTR(buffers[5]), a.n, a.c, a.hw,
+                                      count, starpu_cuda_get_local_stream()),
+                  "bn_bwd_data");
+}
+#endif
+
 static struct starpu_perfmodel bn_bwd_data_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_bwd_data", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_bn_bwd_data = {
     .cpu_funcs = {cl_bn_bwd_data_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_bwd_data_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 6,
     .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W},
     .model = &bn_bwd_data_model,

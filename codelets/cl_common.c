@@ -1,4 +1,7 @@
 #include "cl_common.h"
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+#endif
 
 #include <cblas.h>
 #include <omp.h>
@@ -80,6 +83,9 @@ void sc_codelets_init(void)
     openblas_set_num_threads(1);
 #endif
     starpu_execute_on_each_worker(single_thread, NULL, STARPU_CPU);
+#ifdef SC_USE_CUDA
+    sc_cuda_init(); /* the CUDA workers' cuDNN/cuBLAS handles */
+#endif
 }
 
 static void release_slot(struct worker_slot *s)
@@ -114,6 +120,9 @@ static void release_my_slot(void *arg)
  * exited (LeakSanitizer; gemm-based convolution backward data). */
 void sc_codelets_shutdown(void)
 {
+#ifdef SC_USE_CUDA
+    sc_cuda_shutdown();
+#endif
     if (starpu_is_initialized())
         starpu_execute_on_each_worker(release_my_slot, NULL, STARPU_CPU);
     for (int w = 0; w < STARPU_NMAXWORKERS; w++) /* whatever no CPU worker released */

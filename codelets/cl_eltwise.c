@@ -2,6 +2,11 @@
  * add, copy, global average pooling, per-pixel softmax cross-entropy and the
  * ordered sum of the group reductions. */
 #include "cl_common.h"
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -30,11 +35,27 @@ static void cl_add_cpu_func(void *buffers[], void *cl_arg)
             y[i] = x0[i] + x1[i];
 }
 
+#ifdef SC_USE_CUDA
+static void cl_add_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct add_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_cuda_check(sc_cuda_add((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                              (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (size_t)a.n, a.relu,
+                              starpu_cuda_get_local_stream()),
+                  "add");
+}
+#endif
+
 static struct starpu_perfmodel add_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_add", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_add = {
     .cpu_funcs = {cl_add_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_add_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &add_model,
@@ -70,11 +91,27 @@ static void cl_copy_cpu_func(void *buffers[], void *cl_arg)
            (size_t)n * sizeof(float));
 }
 
+#ifdef SC_USE_CUDA
+static void cl_copy_cuda_func(void *buffers[], void *cl_arg)
+{
+    int n;
+    starpu_codelet_unpack_args(cl_arg, &n);
+    sc_cuda_check(cudaMemcpyAsync((void *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                  (const void *)STARPU_VECTOR_GET_PTR(buffers[0]), (size_t)n * sizeof(float),
+                                  cudaMemcpyDeviceToDevice, starpu_cuda_get_local_stream()),
+                  "copy");
+}
+#endif
+
 static struct starpu_perfmodel copy_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_copy", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_copy = {
     .cpu_funcs = {cl_copy_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_copy_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &copy_model,
@@ -130,11 +167,27 @@ static void cl_gap_fwd_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_gap_fwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct gap_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_cuda_check(sc_cuda_gap_fwd((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (size_t)a.n * a.c, a.hw, a.scale,
+                                  starpu_cuda_get_local_stream()),
+                  "gap_fwd");
+}
+#endif
+
 static struct starpu_perfmodel gap_fwd_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_gap_fwd", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_gap_fwd = {
     .cpu_funcs = {cl_gap_fwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_gap_fwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &gap_fwd_model,
@@ -171,11 +224,27 @@ static void cl_gap_bwd_cpu_func(void *buffers[], void *cl_arg)
     }
 }
 
+#ifdef SC_USE_CUDA
+static void cl_gap_bwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct gap_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_cuda_check(sc_cuda_gap_bwd((float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                  (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (size_t)a.n * a.c, a.hw, a.scale,
+                                  starpu_cuda_get_local_stream()),
+                  "gap_bwd");
+}
+#endif
+
 static struct starpu_perfmodel gap_bwd_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_gap_bwd", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_gap_bwd = {
     .cpu_funcs = {cl_gap_bwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_gap_bwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_R, STARPU_W},
     .model = &gap_bwd_model,
@@ -291,11 +360,44 @@ static void cl_pixel_xent_cpu_func(void *buffers[], void *cl_arg)
                (float *)STARPU_VECTOR_GET_PTR(buffers[3]));
 }
 
+#ifdef SC_USE_CUDA
+static void pixel_xent_cuda(void *buffers[], void *cl_arg, int train)
+{
+    struct sc_pixel_xent_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    void *scratch = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
+    if (!scratch) {
+        sc_kernel_failed(train ? "pixel_xent" : "pixel_xent_eval");
+        return;
+    }
+    sc_cuda_check(sc_cuda_xent(a.n, a.classes, a.hw, a.scale, 0, 1, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                               (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                               train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+                               (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]), scratch,
+                               starpu_cuda_get_local_stream()),
+                  train ? "pixel_xent" : "pixel_xent_eval");
+}
+
+static void cl_pixel_xent_cuda_func(void *buffers[], void *cl_arg)
+{
+    pixel_xent_cuda(buffers, cl_arg, 1);
+}
+
+static void cl_pixel_xent_eval_cuda_func(void *buffers[], void *cl_arg)
+{
+    pixel_xent_cuda(buffers, cl_arg, 0);
+}
+#endif
+
 static struct starpu_perfmodel pixel_xent_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_pixel_xent", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_pixel_xent = {
     .cpu_funcs = {cl_pixel_xent_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_pixel_xent_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_W},
     .model = &pixel_xent_model,
@@ -332,6 +434,10 @@ static struct starpu_perfmodel pixel_xent_eval_model = {
 
 static struct starpu_codelet cl_pixel_xent_eval = {
     .cpu_funcs = {cl_pixel_xent_eval_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_pixel_xent_eval_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &pixel_xent_eval_model,
@@ -386,11 +492,32 @@ static void cl_sum_ordered_cpu_func(void *buffers[], void *cl_arg)
         SUM_ORDERED(float, count, buffers, n);
 }
 
+#ifdef SC_USE_CUDA
+_Static_assert(SC_SUM_ORDERED_MAX <= SC_CUDA_SUM_MAX, "the CUDA ordered sum takes fewer sources");
+
+static void cl_sum_ordered_cuda_func(void *buffers[], void *cl_arg)
+{
+    int count, elemsize;
+    starpu_codelet_unpack_args(cl_arg, &count, &elemsize);
+    const void *src[SC_SUM_ORDERED_MAX];
+    for (int k = 0; k < count; k++)
+        src[k] = (const void *)STARPU_VECTOR_GET_PTR(buffers[k]);
+    sc_cuda_check(sc_cuda_sum_ordered(count, src, (void *)STARPU_VECTOR_GET_PTR(buffers[count]),
+                                      STARPU_VECTOR_GET_NX(buffers[count]), elemsize == (int)sizeof(double),
+                                      starpu_cuda_get_local_stream()),
+                  "sum_ordered");
+}
+#endif
+
 static struct starpu_perfmodel sum_ordered_model = {.type = STARPU_HISTORY_BASED,
                                                     .symbol = "sc_sum_ordered"};
 
 static struct starpu_codelet cl_sum_ordered = {
     .cpu_funcs = {cl_sum_ordered_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_sum_ordered_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &sum_ordered_model,
     .name = "sum_ordered",

@@ -2,6 +2,17 @@
 #include "cl_common.h"
 
 #include <cblas.h>
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
+
+#ifdef SC_USE_CUDA
+/* cuBLAS is column-major: a row-major M[r][c] is its c x r matrix M^T,
+ * so each row-major product C = A B below is computed as C^T = B^T A^T. */
+static const float one = 1.0f, zero = 0.0f;
+#endif
 
 static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in,
                     size_t nin, const char *in_name, starpu_data_handle_t h1, size_t n1,
@@ -36,11 +47,40 @@ static void cl_fc_fwd_cpu_func(void *buffers[], void *cl_arg)
             y[i] = y[i] > 0.0f ? y[i] : 0.0f;
 }
 
+#ifdef SC_USE_CUDA
+static void cl_fc_fwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_fc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), *b = w + (size_t)a.out * a.in;
+    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    cudaStream_t s = starpu_cuda_get_local_stream();
+    cublasHandle_t h = sc_cublas_handle();
+    if (!h) {
+        sc_kernel_failed("fc_fwd");
+        return;
+    }
+    /* y^T (out x n) = W (out x in, stored as in x out) ^T . x^T (in x n) + b */
+    if (sc_cuda_check(sc_cuda_fill_rows(y, b, a.n, a.out, s), "fc_fwd") ||
+        sc_cublas_check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, a.out, a.n, a.in, &one, w, a.in, x, a.in, &one, y,
+                                    a.out),
+                        "fc_fwd"))
+        return;
+    if (a.relu)
+        sc_cuda_check(sc_cuda_relu(y, (size_t)a.n * a.out, s), "fc_fwd");
+}
+#endif
+
 static struct starpu_perfmodel fc_fwd_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_fwd", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_fc_fwd = {
     .cpu_funcs = {cl_fc_fwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_fc_fwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &fc_fwd_model,
@@ -72,11 +112,34 @@ static void cl_fc_bwd_data_cpu_func(void *buffers[], void *cl_arg)
                 0.0f, dx, a.in);
 }
 
+#ifdef SC_USE_CUDA
+static void cl_fc_bwd_data_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_fc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    cublasHandle_t h = sc_cublas_handle();
+    if (!h) {
+        sc_kernel_failed("fc_bwd_data");
+        return;
+    }
+    /* dx^T (in x n) = W^T (in x out, as stored) . dy^T (out x n) */
+    sc_cublas_check(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, a.in, a.n, a.out, &one,
+                                (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a.in,
+                                (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a.out, &zero,
+                                (float *)STARPU_VECTOR_GET_PTR(buffers[2]), a.in),
+                    "fc_bwd_data");
+}
+#endif
+
 static struct starpu_perfmodel fc_bwd_data_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_bwd_data", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_fc_bwd_data = {
     .cpu_funcs = {cl_fc_bwd_data_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_fc_bwd_data_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &fc_bwd_data_model,
@@ -114,11 +177,37 @@ static void cl_fc_bwd_weights_cpu_func(void *buffers[], void *cl_arg)
             db[o] += dy[(size_t)i * a.out + o];
 }
 
+#ifdef SC_USE_CUDA
+static void cl_fc_bwd_weights_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_fc_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
+    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    float *dw = (float *)STARPU_VECTOR_GET_PTR(buffers[2]), *db = dw + (size_t)a.out * a.in;
+    cublasHandle_t h = sc_cublas_handle();
+    if (!h) {
+        sc_kernel_failed("fc_bwd_weights");
+        return;
+    }
+    /* dW^T (in x out) = x^T (in x n) . dy (n x out, stored as out x n) */
+    if (sc_cublas_check(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, a.in, a.out, a.n, &one, x, a.in, dy, a.out, &zero,
+                                    dw, a.in),
+                        "fc_bwd_weights"))
+        return;
+    sc_cuda_check(sc_cuda_col_sums(db, dy, a.n, a.out, starpu_cuda_get_local_stream()), "fc_bwd_weights");
+}
+#endif
+
 static struct starpu_perfmodel fc_bwd_weights_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_bwd_weights", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_fc_bwd_weights = {
     .cpu_funcs = {cl_fc_bwd_weights_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_fc_bwd_weights_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &fc_bwd_weights_model,

@@ -4,6 +4,11 @@
 #include "cl_common.h"
 
 #include <stdlib.h>
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
 
 #define POOL_GEOMETRY(a)                                                              \
     dnnl_dims_t strides = {(a)->sh, (a)->sw}, kernel = {(a)->kh, (a)->kw},            \
@@ -135,6 +140,39 @@ static void pool_run(const char *op, int bwd, const struct sc_pool_args *a, cons
         sc_kernel_failed(op);
 }
 
+#ifdef SC_USE_CUDA
+/* Own kernels rather than cuDNN's pooling: the backward pass has only dy
+ * and the workspace (no x, y), and the workspace must be oneDNN's, so that
+ * a forward and a backward may run on different kinds of workers
+ * (cuda/sc_kernels_nn.cu). */
+void sc_pool_compute_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws)
+{
+    struct sc_cuda_pool p = {a->n, a->c, a->h, a->w, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw,
+                             a->oh, a->ow, a->max, a->include_pad};
+    cudaStream_t s = starpu_cuda_get_local_stream();
+    if (bwd)
+        sc_cuda_check(sc_cuda_pool_bwd(&p, in, ws, out, s), "pool_bwd");
+    else
+        sc_cuda_check(sc_cuda_pool_fwd(&p, in, out, ws, s), "pool_fwd");
+}
+
+static void cl_pool_fwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_pool_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_pool_compute_cuda(0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                         (float *)STARPU_VECTOR_GET_PTR(buffers[1]), (void *)STARPU_VECTOR_GET_PTR(buffers[2]));
+}
+
+static void cl_pool_bwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    struct sc_pool_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    sc_pool_compute_cuda(1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                         (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (void *)STARPU_VECTOR_GET_PTR(buffers[1]));
+}
+#endif
+
 static int pool_check(const struct sc_pool_args *a, const char *op, starpu_data_handle_t x,
                       const char *xname, starpu_data_handle_t y, const char *yname,
                       starpu_data_handle_t ws)
@@ -173,6 +211,10 @@ static struct starpu_perfmodel pool_fwd_model = {
 
 static struct starpu_codelet cl_pool_fwd = {
     .cpu_funcs = {cl_pool_fwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_pool_fwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_W, STARPU_W},
     .model = &pool_fwd_model,
@@ -205,6 +247,10 @@ static struct starpu_perfmodel pool_bwd_model = {
 
 static struct starpu_codelet cl_pool_bwd = {
     .cpu_funcs = {cl_pool_bwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_pool_bwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &pool_bwd_model,

@@ -5,6 +5,11 @@
 
 #include <stdlib.h>
 #include <string.h>
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
 
 /* The worker's buffers for windows, grown on demand (a worker runs one
  * task at a time).  They belong to the worker's slot in cl_common.c, which
@@ -100,7 +105,21 @@ static void fail(const char *op)
     fprintf(stderr, "starconv: %s: out of memory for a region window\n", op);
 }
 
-static void conv_fwd(const struct sc_region_args *a, void **buffers)
+/* Where the window work runs: the CPU (oneDNN, memcpy) or a CUDA worker
+ * (cuDNN and the kernels of cuda/, on the worker's stream).  The region
+ * functions below are the same for both. */
+struct backend {
+    float *(*tmp)(int i, size_t n);
+    void (*gather)(const struct sc_region_src *src, void **bufs, int nsrc, int c, int s0, int n,
+                   struct sc_box win, float *buf);
+    void (*scatter)(float *dst, int dst_s0, struct sc_box dbox, int c, int s0, int n, struct sc_box bbox,
+                    const float *buf, struct sc_box part);
+    void (*conv)(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
+                 float *bias);
+    void (*pool)(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
+};
+
+static void conv_fwd(const struct sc_region_args *a, void **buffers, const struct backend *be)
 {
     const struct sc_conv_args *g = &a->conv;
     int pt, pl;
@@ -108,17 +127,17 @@ static void conv_fwd(const struct sc_region_args *a, void **buffers)
     struct sc_conv_args k = *g;
     k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl;
     k.oh = rows(a->region), k.ow = cols(a->region);
-    float *x = tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
+    float *x = be->tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = be->tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
     if (!x || !y)
         return fail("conv_fwd region");
-    gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]);
-    sc_conv_compute(0, &k, x, params, y, params + (size_t)k.f * k.c * k.kh * k.kw);
-    scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]), a->dst_s0, a->dst_box, k.f, a->s0, a->n,
-            a->region, y, a->region);
+    be->conv(0, &k, x, params, y, params + (size_t)k.f * k.c * k.kh * k.kw);
+    be->scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]), a->dst_s0, a->dst_box, k.f, a->s0, a->n,
+                a->region, y, a->region);
 }
 
-static void conv_bwd_filter(const struct sc_region_args *a, void **buffers)
+static void conv_bwd_filter(const struct sc_region_args *a, void **buffers, const struct backend *be)
 {
     const struct sc_conv_args *g = &a->conv;
     int pt, pl;
@@ -126,40 +145,40 @@ static void conv_bwd_filter(const struct sc_region_args *a, void **buffers)
     struct sc_conv_args k = *g;
     k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl;
     k.oh = rows(a->region), k.ow = cols(a->region), k.relu = 0;
-    float *x = tmp(0, (size_t)k.n * k.c * k.h * k.w), *dy = tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
+    float *x = be->tmp(0, (size_t)k.n * k.c * k.h * k.w), *dy = be->tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
     if (!x || !dy)
         return fail("conv_bwd_filter region");
-    gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
-    gather(a->src + a->na, buffers + a->na, a->nb, k.f, a->s0, a->n, a->region, dy);
+    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    be->gather(a->src + a->na, buffers + a->na, a->nb, k.f, a->s0, a->n, a->region, dy);
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
-    sc_conv_compute(2, &k, x, dy, dparams, dparams + (size_t)k.f * k.c * k.kh * k.kw);
+    be->conv(2, &k, x, dy, dparams, dparams + (size_t)k.f * k.c * k.kh * k.kw);
 }
 
 /* Backward data of convolution and pooling share the shape of the work:
  * the outputs touching the region, their dy window, a dx window computed
  * without padding (conv) or with the image's padding (pooling), and the
  * region cut out of it. */
-static void conv_bwd_data(const struct sc_region_args *a, void **buffers)
+static void conv_bwd_data(const struct sc_region_args *a, void **buffers, const struct backend *be)
 {
     const struct sc_conv_args *g = &a->conv;
     float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]);
     struct sc_box o = touching(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
-    scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
+    be->scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
     if (sc_box_empty(o))
         return;
     struct sc_box win = {o.r0 * g->sh - g->ph, (o.r1 - 1) * g->sh - g->ph + g->kh, o.c0 * g->sw - g->pw,
                          (o.c1 - 1) * g->sw - g->pw + g->kw};
     struct sc_conv_args k = *g;
     k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = 0, k.pw = 0, k.oh = rows(o), k.ow = cols(o), k.relu = 0;
-    float *dy = tmp(0, (size_t)k.n * k.f * k.oh * k.ow), *dx = tmp(1, (size_t)k.n * k.c * k.h * k.w);
+    float *dy = be->tmp(0, (size_t)k.n * k.f * k.oh * k.ow), *dx = be->tmp(1, (size_t)k.n * k.c * k.h * k.w);
     if (!dy || !dx)
         return fail("conv_bwd_data region");
-    gather(a->src, buffers, a->na, k.f, a->s0, a->n, o, dy);
-    sc_conv_compute(1, &k, dy, (const float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), dx, NULL);
-    scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, dx, sc_box_intersect(win, a->region));
+    be->gather(a->src, buffers, a->na, k.f, a->s0, a->n, o, dy);
+    be->conv(1, &k, dy, (const float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), dx, NULL);
+    be->scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, dx, sc_box_intersect(win, a->region));
 }
 
-static void pool_fwd(const struct sc_region_args *a, void **buffers)
+static void pool_fwd(const struct sc_region_args *a, void **buffers, const struct backend *be)
 {
     const struct sc_pool_args *g = &a->pool;
     int pt, pl;
@@ -168,24 +187,24 @@ static void pool_fwd(const struct sc_region_args *a, void **buffers)
     k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl;
     k.oh = rows(a->region), k.ow = cols(a->region);
     size_t ny = (size_t)k.n * k.c * k.oh * k.ow;
-    float *x = tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = tmp(1, ny), *ws = tmp(2, ny);
+    float *x = be->tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = be->tmp(1, ny), *ws = be->tmp(2, ny);
     if (!x || !y || !ws)
         return fail("pool_fwd region");
-    gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
-    sc_pool_compute(0, &k, x, y, ws);
-    scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), a->dst_s0, a->dst_box, k.c, a->s0, a->n,
-            a->region, y, a->region);
+    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    be->pool(0, &k, x, y, ws);
+    be->scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), a->dst_s0, a->dst_box, k.c, a->s0, a->n,
+                a->region, y, a->region);
 }
 
 /* Max pooling recomputes the forward pass of the window to learn which
  * input won each output (oneDNN's workspace), rather than keeping
  * workspaces of every region between the passes. */
-static void pool_bwd(const struct sc_region_args *a, void **buffers)
+static void pool_bwd(const struct sc_region_args *a, void **buffers, const struct backend *be)
 {
     const struct sc_pool_args *g = &a->pool;
     float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
     struct sc_box o = touching(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
-    scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
+    be->scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
     if (sc_box_empty(o))
         return;
     int pt, pl;
@@ -193,34 +212,91 @@ static void pool_bwd(const struct sc_region_args *a, void **buffers)
     struct sc_pool_args k = *g;
     k.n = a->n, k.h = rows(win), k.w = cols(win), k.ph = pt, k.pw = pl, k.oh = rows(o), k.ow = cols(o);
     size_t ny = (size_t)k.n * k.c * k.oh * k.ow;
-    float *dy = tmp(0, ny), *x = tmp(1, (size_t)k.n * k.c * k.h * k.w), *y = tmp(2, ny * 2);
+    float *dy = be->tmp(0, ny), *x = be->tmp(1, (size_t)k.n * k.c * k.h * k.w), *y = be->tmp(2, ny * 2);
     if (!dy || !x || !y)
         return fail("pool_bwd region");
     void *ws = y + ny; /* at most 4 bytes per output */
-    gather(a->src, buffers, a->na, k.c, a->s0, a->n, o, dy);
+    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, o, dy);
     if (k.max) {
-        gather(a->src + a->na, buffers + a->na, a->nb, k.c, a->s0, a->n, win, x);
-        sc_pool_compute(0, &k, x, y, ws);
+        be->gather(a->src + a->na, buffers + a->na, a->nb, k.c, a->s0, a->n, win, x);
+        be->pool(0, &k, x, y, ws);
     }
-    sc_pool_compute(1, &k, dy, x, ws); /* dx into x's buffer: x is no longer needed */
-    scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, x, sc_box_intersect(win, a->region));
+    be->pool(1, &k, dy, x, ws); /* dx into x's buffer: x is no longer needed */
+    be->scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, x, sc_box_intersect(win, a->region));
 }
 
-static void cl_region_cpu_func(void *buffers[], void *cl_arg)
+static void region_run(void *buffers[], void *cl_arg, const struct backend *be)
 {
     const struct sc_region_args *a = cl_arg;
     switch (a->op) {
     case SC_REGION_COPY:
-        gather(a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
-               (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]));
+        be->gather(a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
+                   (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]));
         break;
-    case SC_REGION_CONV_FWD: conv_fwd(a, buffers); break;
-    case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers); break;
-    case SC_REGION_CONV_BWD_FILTER: conv_bwd_filter(a, buffers); break;
-    case SC_REGION_POOL_FWD: pool_fwd(a, buffers); break;
-    case SC_REGION_POOL_BWD: pool_bwd(a, buffers); break;
+    case SC_REGION_CONV_FWD: conv_fwd(a, buffers, be); break;
+    case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers, be); break;
+    case SC_REGION_CONV_BWD_FILTER: conv_bwd_filter(a, buffers, be); break;
+    case SC_REGION_POOL_FWD: pool_fwd(a, buffers, be); break;
+    case SC_REGION_POOL_BWD: pool_bwd(a, buffers, be); break;
     }
 }
+
+static void cl_region_cpu_func(void *buffers[], void *cl_arg)
+{
+    static const struct backend cpu = {tmp, gather, scatter, sc_conv_compute, sc_pool_compute};
+    region_run(buffers, cl_arg, &cpu);
+}
+
+#ifdef SC_USE_CUDA
+static float *tmp_cuda(int i, size_t n)
+{
+    return sc_cuda_worker_buf(SC_CUDA_BUF_REGION0 + i, n * sizeof(float));
+}
+
+static void gather_cuda(const struct sc_region_src *src, void **bufs, int nsrc, int c, int s0, int n,
+                        struct sc_box win, float *buf)
+{
+    int wh = rows(win), ww = cols(win);
+    for (int i = 0; i < nsrc; i++) {
+        const struct sc_region_src *b = &src[i];
+        const float *p = (const float *)STARPU_VECTOR_GET_PTR(bufs[i]);
+        int sa = s0 > b->s0 ? s0 : b->s0, sb = s0 + n < b->s0 + b->n ? s0 + n : b->s0 + b->n;
+        struct sc_box x = sc_box_intersect(win, b->box);
+        if (sa >= sb || sc_box_empty(x))
+            continue;
+        size_t bh = rows(b->box), bw = cols(b->box);
+        sc_cuda_check(sc_cuda_copy_box(buf + ((size_t)(sa - s0) * c * wh + (x.r0 - win.r0)) * ww + (x.c0 - win.c0),
+                                       (size_t)c * wh * ww, (size_t)wh * ww, (size_t)ww,
+                                       p + ((size_t)(sa - b->s0) * c * bh + (x.r0 - b->box.r0)) * bw +
+                                           (x.c0 - b->box.c0),
+                                       c * bh * bw, bh * bw, bw, sb - sa, c, rows(x), cols(x),
+                                       starpu_cuda_get_local_stream()),
+                      "region gather");
+    }
+}
+
+static void scatter_cuda(float *dst, int dst_s0, struct sc_box dbox, int c, int s0, int n, struct sc_box bbox,
+                         const float *buf, struct sc_box part)
+{
+    if (sc_box_empty(part))
+        return;
+    size_t dh = rows(dbox), dw = cols(dbox), bh = rows(bbox), bw = cols(bbox);
+    sc_cuda_check(sc_cuda_copy_box(dst + ((size_t)(s0 - dst_s0) * c * dh + (part.r0 - dbox.r0)) * dw +
+                                       (part.c0 - dbox.c0),
+                                   c * dh * dw, dh * dw, dw,
+                                   buf ? buf + (size_t)(part.r0 - bbox.r0) * bw + (part.c0 - bbox.c0) : NULL,
+                                   c * bh * bw, bh * bw, bw, n, c, rows(part), cols(part),
+                                   starpu_cuda_get_local_stream()),
+                  "region scatter");
+}
+
+static void cl_region_cuda_func(void *buffers[], void *cl_arg)
+{
+    static const struct backend gpu = {tmp_cuda, gather_cuda, scatter_cuda, sc_conv_compute_cuda,
+                                       sc_pool_compute_cuda};
+    region_run(buffers, cl_arg, &gpu);
+}
+#endif
 
 /* Cost follows the op, the sizes and the region's shape, not where the
  * region lies or which samples it holds. */
@@ -238,6 +314,10 @@ static struct starpu_perfmodel region_model = {
 
 static struct starpu_codelet cl_region = {
     .cpu_funcs = {cl_region_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_region_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = STARPU_VARIABLE_NBUFFERS,
     .model = &region_model,
     .name = "region",

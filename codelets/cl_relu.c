@@ -1,6 +1,11 @@
 /* ReLU backward, for the layers whose ReLU is fused into the forward
  * kernel: y is the fused output, and y > 0 exactly where the input was. */
 #include "cl_common.h"
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
 
 /* Fixed-length blocks over restrict pointers vectorize at -O2; the signs
  * are random, so a per-element branch would mispredict half the time. */
@@ -24,11 +29,27 @@ static void cl_relu_bwd_cpu_func(void *buffers[], void *cl_arg)
     relu_bwd((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
 }
 
+#ifdef SC_USE_CUDA
+static void cl_relu_bwd_cuda_func(void *buffers[], void *cl_arg)
+{
+    int n;
+    starpu_codelet_unpack_args(cl_arg, &n);
+    sc_cuda_check(sc_cuda_relu_bwd((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (size_t)n,
+                                   starpu_cuda_get_local_stream()),
+                  "relu_bwd");
+}
+#endif
+
 static struct starpu_perfmodel relu_bwd_model = {
     .type = STARPU_HISTORY_BASED, .symbol = "sc_relu_bwd", .footprint = sc_footprint_args};
 
 static struct starpu_codelet cl_relu_bwd = {
     .cpu_funcs = {cl_relu_bwd_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_relu_bwd_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 2,
     .modes = {STARPU_RW, STARPU_R},
     .model = &relu_bwd_model,

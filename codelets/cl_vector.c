@@ -1,5 +1,13 @@
 /* Element-wise vector kernels of the gradient collectives and the optimizer. */
 #include "cl_common.h"
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+/* The CUDA versions (codelets/cl_cuda.c) take the same buffers and
+ * arguments. */
+#define SC_CUDA_FUNC(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#else
+#define SC_CUDA_FUNC(f)
+#endif
 
 /* The loops run over fixed-length blocks of restrict pointers so that they
  * vectorize at -O2: the optimizer update of a large layer is otherwise a
@@ -49,6 +57,7 @@ static struct starpu_perfmodel accumulate_model = {.type = STARPU_HISTORY_BASED,
 
 static struct starpu_codelet cl_accumulate = {
     .cpu_funcs = {cl_accumulate_cpu_func},
+    SC_CUDA_FUNC(sc_cuda_cl_accumulate_func)
     .nbuffers = 2,
     .modes = {STARPU_RW, STARPU_R},
     .model = &accumulate_model,
@@ -137,6 +146,7 @@ static struct starpu_perfmodel sgd_model = {.type = STARPU_HISTORY_BASED, .symbo
 
 static struct starpu_codelet cl_sgd = {
     .cpu_funcs = {cl_sgd_cpu_func},
+    SC_CUDA_FUNC(sc_cuda_cl_sgd_func)
     .nbuffers = 3,
     .modes = {STARPU_RW, STARPU_RW, STARPU_R},
     .model = &sgd_model,
@@ -146,6 +156,7 @@ static struct starpu_codelet cl_sgd = {
 /* The same kernel, after a whole-batch verdict (sc_sgd_args.gate). */
 static struct starpu_codelet cl_sgd_gated = {
     .cpu_funcs = {cl_sgd_cpu_func},
+    SC_CUDA_FUNC(sc_cuda_cl_sgd_func)
     .nbuffers = 4,
     .modes = {STARPU_RW, STARPU_RW, STARPU_R, STARPU_R},
     .model = &sgd_model,
@@ -182,6 +193,7 @@ static void cl_zero_cpu_func(void *buffers[], void *cl_arg)
 
 static struct starpu_codelet cl_zero = {
     .cpu_funcs = {cl_zero_cpu_func},
+    SC_CUDA_FUNC(sc_cuda_cl_zero_func)
     .nbuffers = 1,
     .modes = {STARPU_W},
     .name = "zero",
@@ -204,6 +216,7 @@ static struct starpu_perfmodel count_nonfinite_model = {.type = STARPU_HISTORY_B
 
 static struct starpu_codelet cl_count_nonfinite = {
     .cpu_funcs = {cl_count_nonfinite_cpu_func},
+    SC_CUDA_FUNC(sc_cuda_cl_count_nonfinite_func)
     .nbuffers = 2,
     .modes = {STARPU_RW | STARPU_COMMUTE, STARPU_R},
     .model = &count_nonfinite_model,

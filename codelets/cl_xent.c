@@ -1,6 +1,11 @@
 /* Softmax cross-entropy on logits, with the log-sum-exp taken around the
  * row maximum so that large logits neither overflow nor lose the loss. */
 #include "cl_common.h"
+#ifdef SC_USE_CUDA
+#include "cuda/sc_cuda.h"
+
+#include <starpu_cuda.h>
+#endif
 
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +66,36 @@ static int xent_check(const struct sc_xent_args *a, const char *op, starpu_data_
     return 0;
 }
 
+#ifdef SC_USE_CUDA
+/* The same pass on the GPU: one thread per sample (cuda/sc_kernels_nn.cu). */
+static void xent_cuda(void *buffers[], void *cl_arg, int train)
+{
+    struct sc_xent_args a;
+    starpu_codelet_unpack_args(cl_arg, &a);
+    void *scratch = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
+    if (!scratch) {
+        sc_kernel_failed(train ? "xent" : "xent_eval");
+        return;
+    }
+    sc_cuda_check(sc_cuda_xent(a.n, a.classes, 1, a.scale, 1, 0, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                               (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                               train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+                               (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]), scratch,
+                               starpu_cuda_get_local_stream()),
+                  train ? "xent" : "xent_eval");
+}
+
+static void cl_xent_cuda_func(void *buffers[], void *cl_arg)
+{
+    xent_cuda(buffers, cl_arg, 1);
+}
+
+static void cl_xent_eval_cuda_func(void *buffers[], void *cl_arg)
+{
+    xent_cuda(buffers, cl_arg, 0);
+}
+#endif
+
 /* ---- training: loss, accuracy and dlogits ---- */
 
 static void cl_xent_cpu_func(void *buffers[], void *cl_arg)
@@ -77,6 +112,10 @@ static struct starpu_perfmodel xent_model = {
 
 static struct starpu_codelet cl_xent = {
     .cpu_funcs = {cl_xent_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_xent_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 4,
     .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_W},
     .model = &xent_model,
@@ -113,6 +152,10 @@ static struct starpu_perfmodel xent_eval_model = {
 
 static struct starpu_codelet cl_xent_eval = {
     .cpu_funcs = {cl_xent_eval_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_xent_eval_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
     .nbuffers = 3,
     .modes = {STARPU_R, STARPU_R, STARPU_W},
     .model = &xent_eval_model,

@@ -1,19 +1,21 @@
 # sc_check_cuda.m4 - the CUDA path: nvcc, cuDNN, cuBLAS, NCCL.
 #
 # SC_CHECK_CUDA: needs SC_CHECK_STARPU first (sc_starpu_cuda).
-# --with-cuda[=DIR] (default: look in /usr/local/cuda when it exists),
-# --without-cuda to skip.  Every piece found is reported; the CUDA codelets
-# are only built (AM_CONDITIONAL SC_USE_CUDA, config.h SC_USE_CUDA) when
-# StarPU itself was built with CUDA AND cudart, cuBLAS and cuDNN are found:
-# a CUDA toolkit beside a CPU-only StarPU (Debian's) is of no use.
-# Substitutes NVCC, CUDA_CPPFLAGS, CUDA_LIBS (empty unless SC_USE_CUDA);
-# AM_CONDITIONAL SC_USE_NCCL, SC_HAVE_NVCC.
+# --with-cuda[=DIR] (DIR default /usr/local/cuda) builds the CUDA codelets;
+# without the option, /usr/local/cuda is only looked at and reported (and
+# its nvcc used by make cuda-compile-check), so the default build stays the
+# CPU build; --without-cuda skips it all.  The CUDA codelets are only built
+# (AM_CONDITIONAL SC_USE_CUDA, config.h SC_USE_CUDA) when StarPU itself was
+# built with CUDA AND cudart, cuBLAS and cuDNN are found: a CUDA toolkit
+# beside a CPU-only StarPU (Debian's) is of no use.
+# Substitutes NVCC, NVCC_ARCHFLAGS, CUDA_CPPFLAGS, CUDA_LIBS (empty unless
+# SC_USE_CUDA); AM_CONDITIONAL SC_USE_NCCL, SC_HAVE_NVCC.
 
 AC_DEFUN([SC_CHECK_CUDA], [
   AC_REQUIRE([SC_CHECK_STARPU])
   AC_ARG_WITH([cuda],
     [AS_HELP_STRING([--with-cuda@<:@=DIR@:>@],
-      [look for CUDA, cuDNN, cuBLAS and NCCL under DIR (default: /usr/local/cuda when it exists; --without-cuda to skip)])],
+      [build the CUDA codelets with CUDA, cuDNN, cuBLAS (and NCCL) under DIR (default /usr/local/cuda); needs a StarPU built with CUDA.  Without this option the toolkit is only reported; --without-cuda skips it])],
     [], [with_cuda=check])
 
   sc_cuda_dir=
@@ -50,7 +52,10 @@ AC_DEFUN([SC_CHECK_CUDA], [
     for sc_d in "$sc_cuda_dir/lib64" "$sc_cuda_dir/lib" "$sc_cuda_dir/targets/x86_64-linux/lib"; do
       AS_IF([test -d "$sc_d"], [sc_cuda_libdir=$sc_d; break])
     done
-    sc_cuda_cppflags="-I$sc_cuda_dir/include"
+    # -isystem: StarPU's headers pull in cusparse.h, whose deprecation
+    # warnings would bury ours (it also overrides the -I that StarPU's
+    # pkg-config gives for the same folder).
+    sc_cuda_cppflags="-isystem $sc_cuda_dir/include"
     sc_cuda_ldflags=
     AS_IF([test -n "$sc_cuda_libdir"],
       [sc_cuda_ldflags="-L$sc_cuda_libdir -Wl,-rpath,$sc_cuda_libdir"])
@@ -75,6 +80,10 @@ AC_DEFUN([SC_CHECK_CUDA], [
       sc_cuda_why="CUDA runtime, cuBLAS or cuDNN missing in $sc_cuda_dir"
       AS_IF([test "$with_cuda" != check],
         [AC_MSG_ERROR([--with-cuda: $sc_cuda_why (cudart $sc_cuda_rt, cuBLAS $sc_cuda_cublas, cuDNN $sc_cuda_cudnn); see config.log])])
+    ], [test "$with_cuda" = check], [
+      sc_cuda_why="not requested (./configure --with-cuda)"
+      AS_IF([test "$sc_starpu_cuda" != yes],
+        [sc_cuda_why="$sc_cuda_why; StarPU $sc_starpu_version has no CUDA either (README, GPU)"])
     ], [test "$sc_starpu_cuda" != yes], [
       sc_cuda_why="StarPU $sc_starpu_version was built without CUDA (see README, GPU)"
       AS_IF([test "$with_cuda" != check],
@@ -82,10 +91,19 @@ AC_DEFUN([SC_CHECK_CUDA], [
     ], [
       sc_use_cuda=yes
       CUDA_CPPFLAGS=$sc_cuda_cppflags
-      CUDA_LIBS="$sc_cuda_ldflags -lcudnn -lcublas -lcudart"
+      # nvcc's objects are C++ (function-local statics in launch stubs).
+      CUDA_LIBS="$sc_cuda_ldflags -lcudnn -lcublas -lcudart -lstdc++"
+      # A StarPU built for CUDA lives outside the linker's default path
+      # (gpu/build-starpu-cuda PREFIX): let the programs find it.
+      sc_starpu_libdir=
+      AS_IF([test -n "$sc_starpu_pc"],
+        [sc_starpu_libdir=`$PKG_CONFIG --variable=libdir ${sc_starpu_pc%% *} 2>/dev/null`])
+      AS_CASE([$sc_starpu_libdir],
+        [""|/usr/lib|/usr/lib64|/usr/lib/*-linux-gnu], [],
+        [CUDA_LIBS="$CUDA_LIBS -Wl,-rpath,$sc_starpu_libdir"])
       AS_IF([test "$sc_cuda_nccl" = yes], [
         sc_use_nccl=yes
-        CUDA_LIBS="$sc_cuda_ldflags -lnccl -lcudnn -lcublas -lcudart"
+        CUDA_LIBS="-lnccl $CUDA_LIBS"
       ])
     ])
   ])
@@ -98,6 +116,9 @@ AC_DEFUN([SC_CHECK_CUDA], [
   AM_CONDITIONAL([SC_USE_NCCL], [test "$sc_use_nccl" = yes])
   AM_CONDITIONAL([SC_HAVE_NVCC], [test "$sc_cuda_nvcc" != no])
   AC_ARG_VAR([NVCC], [CUDA compiler])
+  AC_ARG_VAR([NVCC_ARCHFLAGS], [nvcc's target architectures (default: sm_90 code and compute_80 PTX, which any GPU from sm_80 on can JIT)])
+  AS_IF([test -z "$NVCC_ARCHFLAGS"],
+    [NVCC_ARCHFLAGS="-gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80"])
   AC_SUBST([CUDA_CPPFLAGS])
   AC_SUBST([CUDA_LIBS])
 ])

@@ -1,0 +1,51 @@
+# Training on a GPU gives the weights of training on CPUs: lenet, 5
+# iterations, one CUDA worker beside one CPU worker (StarPU places the
+# tasks), against CPU workers only; and on 2 ranks with the gradient sums
+# by StarPU-MPI tasks and by NCCL (--collectives nccl).  Skipped (77)
+# without the CUDA codelets or without a GPU.
+. "$TOP_SRCDIR/tests/common.sh"
+
+if ! grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
+  echo "SKIP: built without the CUDA codelets (./configure --with-cuda; README, GPU)"
+  exit 77
+fi
+if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then
+  echo "SKIP: no GPU (/dev/nvidia*) on this machine"
+  exit 77
+fi
+
+# Relative tolerance: cuDNN's algorithms sum in other orders than oneDNN's.
+RTOL=1e-4
+args="--model $MODELS/lenet.cfg --batch 32 --iters 5 --shuffle off --test off"
+
+STARPU_NCUDA=0 run 1 1 $args --save "$WORK/cpu.st" >"$WORK/cpu.out" 2>&1 || {
+  cat "$WORK/cpu.out"
+  fail "CPU run"
+}
+STARPU_NCUDA=1 STARPU_SCHED=dmda run 1 1 $args --save "$WORK/gpu.st" >"$WORK/gpu.out" 2>&1 || {
+  cat "$WORK/gpu.out"
+  fail "GPU run"
+}
+if out=$("$COMPARE" "$WORK/gpu.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
+  ok "1 rank, CUDA + CPU worker vs CPU: $out"
+else
+  echo "$out"
+  fail "1 rank, CUDA + CPU worker vs CPU"
+fi
+
+# 2 ranks (one GPU shared, as on a test machine), tasks vs NCCL collectives.
+for coll in tasks nccl; do
+  if STARPU_NCUDA=1 STARPU_SCHED=dmda run 2 1 $args --collectives $coll --save "$WORK/$coll.st" \
+    >"$WORK/$coll.out" 2>&1; then
+    if out=$("$COMPARE" "$WORK/$coll.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
+      ok "2 ranks with GPUs, --collectives $coll vs 1 CPU rank: $out"
+    else
+      echo "$out"
+      fail "2 ranks with GPUs, --collectives $coll"
+    fi
+  else
+    cat "$WORK/$coll.out"
+    fail "2 ranks with GPUs, --collectives $coll: the run failed"
+  fi
+done
+finish
