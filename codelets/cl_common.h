@@ -93,6 +93,10 @@ void sc_pool_compute(int bwd, const struct sc_pool_args *a, const float *in, flo
 
 /* Map starpu_task_insert's result to 0 / SC_ERR_RUNTIME. */
 int sc_insert_result(int ret, const char *op);
+/* An update refused for a non-finite gradient or a closed gate, in
+ * iteration it: recorded in w atomically (cl_vector.c; the CUDA SGD calls
+ * it from a host callback). */
+void sc_nonfinite_record(struct sc_nonfinite *w, int64_t it);
 
 /* Perf-model footprint from the packed arguments, so that tasks on
  * same-sized buffers but different shapes get separate histories. */

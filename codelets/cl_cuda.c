@@ -230,19 +230,6 @@ void sc_cuda_cl_count_nonfinite_func(void *buffers[], void *cl_arg)
                   "count_nonfinite");
 }
 
-/* As cl_vector.c's record_nonfinite. */
-static void record_nonfinite(struct sc_nonfinite *w, int64_t it)
-{
-    int64_t first = 0;
-    __atomic_compare_exchange_n(&w->first_iteration, &first, it, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    int64_t last = __atomic_load_n(&w->last_iteration, __ATOMIC_SEQ_CST);
-    while (last < it)
-        if (__atomic_compare_exchange_n(&w->last_iteration, &last, it, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
-            __atomic_add_fetch(&w->iterations, 1, __ATOMIC_SEQ_CST);
-            break;
-        }
-}
-
 struct sgd_record {
     struct sc_nonfinite *watch;
     int64_t iteration;
@@ -255,7 +242,7 @@ static void CUDART_CB sgd_record_cb(void *arg)
 {
     struct sgd_record *r = arg;
     if ((r->flagged && r->v->flag) || (r->gated && r->v->gate != 0.0f))
-        record_nonfinite(r->watch, r->iteration);
+        sc_nonfinite_record(r->watch, r->iteration);
     free(r);
 }
 

@@ -109,7 +109,7 @@ static int all_finite(const float *g, size_t n)
     return !bad;
 }
 
-static void record_nonfinite(struct sc_nonfinite *w, int64_t it)
+void sc_nonfinite_record(struct sc_nonfinite *w, int64_t it)
 {
     int64_t first = 0;
     __atomic_compare_exchange_n(&w->first_iteration, &first, it, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
@@ -127,14 +127,14 @@ static void cl_sgd_cpu_func(void *buffers[], void *cl_arg)
     starpu_codelet_unpack_args(cl_arg, &a);
     if (a.gate && *(const float *)STARPU_VECTOR_GET_PTR(buffers[3]) != 0) {
         if (a.watch)
-            record_nonfinite(a.watch, a.iteration);
+            sc_nonfinite_record(a.watch, a.iteration);
         return;
     }
     if (a.watch) {
         if (a.watch->freeze && __atomic_load_n(&a.watch->first_iteration, __ATOMIC_SEQ_CST))
             return;
         if (!all_finite((const float *)STARPU_VECTOR_GET_PTR(buffers[2]), STARPU_VECTOR_GET_NX(buffers[2]))) {
-            record_nonfinite(a.watch, a.iteration);
+            sc_nonfinite_record(a.watch, a.iteration);
             return;
         }
     }
