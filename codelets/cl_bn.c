@@ -322,13 +322,20 @@ int sc_insert_bn_fwd_eval(const struct sc_bn_args *a, starpu_data_handle_t x, st
                             op);
 }
 
-/* ---- running statistics, as PyTorch ---- */
+/* ---- running statistics, as PyTorch ----
+ * except that a channel whose batch statistics are not finite (a NaN in
+ * a sample, under --nonfinite skip) keeps its running statistics, so that
+ * evaluation survives a skipped batch. */
 
+/* The gated variant has the gate as buffer 2. */
 static void cl_bn_running_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_bn_args a;
     double count;
-    starpu_codelet_unpack_args(cl_arg, &a, &count);
+    int gated;
+    starpu_codelet_unpack_args(cl_arg, &a, &count, &gated);
+    if (gated && *(const float *)STARPU_VECTOR_GET_PTR(buffers[2]) != 0)
+        return;
     const double *st = (const double *)STARPU_VECTOR_GET_PTR(buffers[0]);
     float *run = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
     double m = a.momentum;
@@ -339,6 +346,8 @@ static void cl_bn_running_cpu_func(void *buffers[], void *cl_arg)
             var = 0.0;
         if (count > 1.0)
             var *= count / (count - 1.0);
+        if (!isfinite(mean) || !isfinite(var))
+            continue;
         run[ch] = (float)((1.0 - m) * run[ch] + m * mean);
         run[a.c + ch] = (float)((1.0 - m) * run[a.c + ch] + m * var);
     }
@@ -349,8 +358,12 @@ static void cl_bn_running_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_bn_args a;
     double count;
-    starpu_codelet_unpack_args(cl_arg, &a, &count);
-    sc_cuda_check(sc_cuda_bn_running((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), a.c, count, a.momentum, starpu_cuda_get_local_stream()),
+    int gated;
+    starpu_codelet_unpack_args(cl_arg, &a, &count, &gated);
+    sc_cuda_check(sc_cuda_bn_running((const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                     (float *)STARPU_VECTOR_GET_PTR(buffers[1]), a.c, count, a.momentum,
+                                     gated ? (const float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+                                     starpu_cuda_get_local_stream()),
                   "bn_running_update");
 }
 #endif
@@ -370,8 +383,20 @@ static struct starpu_codelet cl_bn_running = {
     .name = "bn_running_update",
 };
 
+static struct starpu_codelet cl_bn_running_gated = {
+    .cpu_funcs = {cl_bn_running_cpu_func},
+#ifdef SC_USE_CUDA
+    .cuda_funcs = {cl_bn_running_cuda_func},
+    .cuda_flags = {STARPU_CUDA_ASYNC},
+#endif
+    .nbuffers = 3,
+    .modes = {STARPU_R, STARPU_RW, STARPU_R},
+    .model = &bn_running_model,
+    .name = "bn_running_update",
+};
+
 int sc_insert_bn_running_update(const struct sc_bn_args *a, double count, starpu_data_handle_t stats,
-                                starpu_data_handle_t running, const char *name)
+                                starpu_data_handle_t running, starpu_data_handle_t gate, const char *name)
 {
     const char *op = "bn_running_update";
     int ret;
@@ -383,11 +408,19 @@ int sc_insert_bn_running_update(const struct sc_bn_args *a, double count, starpu
         return sc_error(SC_ERR_ARG, "%s: momentum %g outside [0, 1]", op, (double)a->momentum);
     if ((ret = bn_count(count, op)) ||
         (ret = sc_check_vec(stats, 2 * (size_t)a->c, sizeof(double), op, "stats")) ||
-        (ret = sc_check_vec(running, 2 * (size_t)a->c, sizeof(float), op, "running")))
+        (ret = sc_check_vec(running, 2 * (size_t)a->c, sizeof(float), op, "running")) ||
+        (gate && (ret = sc_check_vec(gate, 1, sizeof(float), op, "gate"))))
         return ret;
+    int gated = gate != NULL;
+    if (gated)
+        return sc_insert_result(starpu_task_insert(&cl_bn_running_gated, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
+                                                   &count, sizeof count, STARPU_VALUE, &gated, sizeof gated,
+                                                   STARPU_R, stats, STARPU_RW, running, STARPU_R, gate,
+                                                   SC_TASK_ATTRS(name), 0),
+                                op);
     return sc_insert_result(starpu_task_insert(&cl_bn_running, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
-                                               &count, sizeof count, STARPU_R, stats, STARPU_RW, running,
-                                               SC_TASK_ATTRS(name), 0),
+                                               &count, sizeof count, STARPU_VALUE, &gated, sizeof gated, STARPU_R,
+                                               stats, STARPU_RW, running, SC_TASK_ATTRS(name), 0),
                             op);
 }
 

@@ -51,9 +51,11 @@ int sc_insert_bn_fwd_eval(const struct sc_bn_args *a, starpu_data_handle_t x, st
 /* R stats (over count elements), RW running, PyTorch's rule:
  * rm = (1-momentum)*rm + momentum*mean,
  * rv = (1-momentum)*rv + momentum*var*count/(count-1) (var itself when
- * count is 1).  Only a->c and a->momentum are used. */
+ * count is 1).  Only a->c and a->momentum are used.  A channel whose
+ * statistics are not finite keeps its running ones.  gate: NULL, or R one
+ * float: when it is not 0 (a skipped batch), nothing changes. */
 int sc_insert_bn_running_update(const struct sc_bn_args *a, double count, starpu_data_handle_t stats,
-                                starpu_data_handle_t running, const char *name);
+                                starpu_data_handle_t running, starpu_data_handle_t gate, const char *name);
 /* Backward, phase 1.  R x, R dy (w.r.t. the BN output, already through
  * ReLU's backward when there is one), R saved (from bn_fwd), W dstats
  * (double, 2c): dstats[ch] = sum dy, dstats[c+ch] = sum dy*xhat with

@@ -192,8 +192,18 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
                                                p->hsaved[t], p->fwd)))
             return err;
     }
+    if (io[0].gate)
+        return 0; /* bn_update_buffers, once the batch is known to be applied */
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(&a, count, p->hstats[0], p->hrunning, p->running_name);
+    return sc_insert_bn_running_update(&a, count, p->hstats[0], p->hrunning, NULL, p->running_name);
+}
+
+static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
+{
+    struct bn_state *p = l->priv;
+    struct sc_bn_args a = bn_args(l, &io[0]);
+    return sc_insert_bn_running_update(&a, stats_count(l, io, ntiles), p->hstats[0], p->hrunning, io[0].gate,
+                                       p->running_name);
 }
 
 static int bn_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -254,4 +264,5 @@ const struct sc_layer_ops sc_layer_batchnorm_ops = {
     .setup = bn_setup,
     .teardown = bn_teardown,
     .buffer_handle = bn_buffer_handle,
+    .update_buffers = bn_update_buffers,
 };

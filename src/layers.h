@@ -48,6 +48,11 @@ struct sc_tile_io {
      * this rank holds whole samples. */
     int (*group_sum)(void *ctx, int which, starpu_data_handle_t h);
     void *group_ctx;
+    /* Training under --nonfinite skip: the batch's verdict (one float, 0:
+     * apply), known only after backward.  The forward pass then leaves the
+     * layer's buffers alone, and update_buffers changes them, unless the
+     * verdict says skip.  NULL: the forward pass updates them. */
+    starpu_data_handle_t gate;
 };
 
 /* A tile of a spatially split layer: the rank holds a block of each
@@ -96,6 +101,9 @@ struct sc_layer_ops {
     int (*param_grad)(struct sc_layer *l, const struct sc_tile_io *io);
     /* Optional (layers with nbuffers > 0, after setup): the buffers' handle. */
     starpu_data_handle_t (*buffer_handle)(struct sc_layer *l);
+    /* Optional (layers whose forward updates buffers): with io[0].gate, the
+     * update the forward pass left, after the gate closes. */
+    int (*update_buffers)(struct sc_layer *l, const struct sc_tile_io *io, int ntiles);
 };
 
 struct sc_layer {

@@ -1184,6 +1184,7 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .split = d->split ? &d->split[t] : NULL,
         .group_sum = d->gsum[0] ? net_group_sum : NULL,
         .group_ctx = d,
+        .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
     };
     return io;
 }
@@ -1325,6 +1326,15 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
     struct sc_sgd_args gated = *sgd;
     gated.gate = sc_gate_handle(D->gate);
     int err = sc_gate_close_submit(D->gate);
+    for (int l = 0; l < net->nlayers && !err; l++) {
+        struct sc_layer *layer = &net->layers[l];
+        if (layer->alias || !layer->ops->update_buffers)
+            continue;
+        struct sc_tile_io io[D->ntiles];
+        for (int t = 0; t < D->ntiles; t++)
+            io[t] = tile_io(net, l, t, 1);
+        err = layer->ops->update_buffers(layer, io, D->ntiles);
+    }
     for (int l = net->nlayers - 1; l >= 0 && !err; l--) {
         struct layer_data *d = &D->ld[l];
         if (net->layers[l].alias || !net->layers[l].nparams)

@@ -305,7 +305,7 @@ static void test_bn_fwd(int n, int c, int hw, int relu, float eps)
         rref[ch] = 0.9 * rd[ch] + 0.1 * mean;
         rref[c + ch] = 0.9 * rd[c + ch] + 0.1 * unb;
     }
-    inserted(sc_insert_bn_running_update(&a, count, st.h, run.h, "bn_running"), "bn_running_update");
+    inserted(sc_insert_bn_running_update(&a, count, st.h, run.h, NULL, "bn_running"), "bn_running_update");
     sync_all();
     snprintf(what, sizeof what, "bn_running_update n%d c%d hw%d", n, c, hw);
     expect_close(what, &run, rref);
@@ -366,7 +366,7 @@ static void test_bn_running_count1(void)
     F(&x)[0] = 3.0f, F(&x)[1] = -2.0f;
     F(&run)[0] = 1.0f, F(&run)[1] = 0.5f, F(&run)[2] = 2.0f, F(&run)[3] = 4.0f;
     inserted(sc_insert_bn_stats(&a, x.h, st.h, NULL), "bn_stats count 1");
-    inserted(sc_insert_bn_running_update(&a, 1.0, st.h, run.h, NULL), "bn_running_update count 1");
+    inserted(sc_insert_bn_running_update(&a, 1.0, st.h, run.h, NULL, NULL), "bn_running_update count 1");
     sync_all();
     double ref[4] = {0.75 * 1.0 + 0.25 * 3.0, 0.75 * 0.5 + 0.25 * -2.0, 0.75 * 2.0, 0.75 * 4.0};
     expect_close("bn_running_update with count 1 (var 0, not divided by 0)", &run, ref);
@@ -781,7 +781,7 @@ static void test_errors(void)
                "bn_fwd count 0");
     expect_err(sc_insert_bn_fwd_eval(&a, x.h, svs.h, prm.h, y.h, NULL), R, "bn_fwd_eval",
                "bn_fwd_eval short running");
-    expect_err(sc_insert_bn_running_update(&a, 8, st.h, svs.h, NULL), R, "bn_running_update",
+    expect_err(sc_insert_bn_running_update(&a, 8, st.h, svs.h, NULL, NULL), R, "bn_running_update",
                "bn_running_update short running");
     expect_err(sc_insert_bn_bwd_stats(&a, x.h, xs.h, sv.h, st.h, NULL), R, "bn_bwd_stats",
                "bn_bwd_stats short dy");

@@ -234,7 +234,7 @@ static int s_bn_fwd_eval(const void *a, starpu_data_handle_t *h)
 static int s_bn_running(const void *a, starpu_data_handle_t *h)
 {
     const struct bn_case *b = a;
-    return sc_insert_bn_running_update(&b->a, b->count, h[0], h[1], "bn_running_update");
+    return sc_insert_bn_running_update(&b->a, b->count, h[0], h[1], NULL, "bn_running_update");
 }
 static int s_bn_bwd_stats(const void *a, starpu_data_handle_t *h)
 {

@@ -88,7 +88,7 @@ cudaError_t sc_cuda_bn_fwd(const float *x, const double *stats, const float *par
 cudaError_t sc_cuda_bn_fwd_eval(const float *x, const float *running, const float *params, float *y, int n,
                                 int c, int hw, float eps, int relu, cudaStream_t s);
 cudaError_t sc_cuda_bn_running(const double *stats, float *running, int c, double count, float momentum,
-                               cudaStream_t s);
+                               const float *gate, cudaStream_t s);
 cudaError_t sc_cuda_bn_bwd_stats(const float *x, const float *dy, const float *saved, double *dstats, int n,
                                  int c, int hw, cudaStream_t s);
 cudaError_t sc_cuda_bn_param_grad(const double *dstats, float *dparams, int c, cudaStream_t s);

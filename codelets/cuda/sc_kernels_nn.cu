@@ -169,10 +169,12 @@ __global__ void k_bn_apply_eval(const float *x, const float *run, const float *p
     bn_apply_row(x + row * hw, y + row * hw, hw, run[ch], s, params[c + ch], relu);
 }
 
-__global__ void k_bn_running(const double *stats, float *run, int c, double count, float momentum)
+/* gate: NULL, or the batch's verdict (not 0: skipped, nothing changes). */
+__global__ void k_bn_running(const double *stats, float *run, int c, double count, float momentum,
+                             const float *gate)
 {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
-    if (ch >= c)
+    if (ch >= c || (gate && *gate != 0.0f))
         return;
     double m = momentum;
     double mean = stats[ch] / count;
@@ -181,6 +183,8 @@ __global__ void k_bn_running(const double *stats, float *run, int c, double coun
         var = 0.0;
     if (count > 1.0)
         var *= count / (count - 1.0);
+    if (!isfinite(mean) || !isfinite(var)) /* as the CPU version */
+        return;
     run[ch] = (float)((1.0 - m) * run[ch] + m * mean);
     run[c + ch] = (float)((1.0 - m) * run[c + ch] + m * var);
 }
@@ -366,9 +370,9 @@ cudaError_t sc_cuda_bn_fwd_eval(const float *x, const float *running, const floa
 }
 
 cudaError_t sc_cuda_bn_running(const double *stats, float *running, int c, double count, float momentum,
-                               cudaStream_t s)
+                               const float *gate, cudaStream_t s)
 {
-    k_bn_running<<<(c + THREADS - 1) / THREADS, THREADS, 0, s>>>(stats, running, c, count, momentum);
+    k_bn_running<<<(c + THREADS - 1) / THREADS, THREADS, 0, s>>>(stats, running, c, count, momentum, gate);
     return cudaGetLastError();
 }
 
