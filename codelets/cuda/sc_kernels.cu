@@ -1,22 +1,9 @@
 /* Element-wise, vector and copy kernels (see sc_cuda.h). */
 #include "sc_cuda.h"
 
+#include "sc_launch.cuh"
+
 namespace {
-
-const int THREADS = 256;
-
-/* Grid for n elements with grid-stride loops: enough blocks to fill a GPU,
- * never more than needed. */
-unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65535u * 4)
-        b = 65535u * 4;
-    return b ? (unsigned)b : 1u;
-}
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 template <typename T> __global__ void k_accumulate(T *__restrict__ dst, const T *__restrict__ src, size_t n)
 {

@@ -4,20 +4,9 @@
 
 #include <stdio.h>
 
+#include "sc_launch.cuh"
+
 namespace {
-
-const int THREADS = 256;
-
-unsigned blocks_for(size_t n)
-{
-    size_t b = (n + THREADS - 1) / THREADS;
-    if (b > 65535u * 4)
-        b = 65535u * 4;
-    return b ? (unsigned)b : 1u;
-}
-
-#define GRID_STRIDE(i, n) \
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 /* Sum of v over the block (blockDim.x a multiple of 32, at most 1024);
  * the result in thread 0. */
