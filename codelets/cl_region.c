@@ -29,12 +29,37 @@ static int cols(struct sc_box b)
     return b.c1 - b.c0;
 }
 
+/* A 4-D box of floats: for s < ns, ch < nc, r < nr, the nx floats at
+ * src + s*ss + ch*sc + r*sr go to dst + s*ds + ch*dc + r*dr (strides in
+ * floats); src NULL writes zeros.  The one copy primitive of a backend. */
+struct box_copy {
+    float *dst;
+    size_t ds, dc, dr;
+    const float *src;
+    size_t ss, sc, sr;
+    int ns, nc, nr, nx;
+};
+
+static void copy_box_cpu(const struct box_copy *b)
+{
+    size_t len = (size_t)b->nx * sizeof(float);
+    for (int s = 0; s < b->ns; s++)
+        for (int ch = 0; ch < b->nc; ch++)
+            for (int r = 0; r < b->nr; r++) {
+                float *d = b->dst + s * b->ds + ch * b->dc + r * b->dr;
+                if (b->src)
+                    memcpy(d, b->src + s * b->ss + ch * b->sc + r * b->sr, len);
+                else
+                    memset(d, 0, len);
+            }
+}
+
 /* Copy samples [s0, s0 + n) x c channels x win of the sources into buf
  * (n, c, rows(win), cols(win)); what no source covers is left alone. */
-static void gather(const struct sc_region_src *src, void **bufs, int nsrc, int c, int s0, int n,
-                   struct sc_box win, float *buf)
+static void gather(void (*copy)(const struct box_copy *), const struct sc_region_src *src, void **bufs, int nsrc,
+                   int c, int s0, int n, struct sc_box win, float *buf)
 {
-    int wh = rows(win), ww = cols(win);
+    size_t wh = rows(win), ww = cols(win);
     for (int i = 0; i < nsrc; i++) {
         const struct sc_region_src *b = &src[i];
         const float *p = (const float *)STARPU_VECTOR_GET_PTR(bufs[i]);
@@ -42,37 +67,31 @@ static void gather(const struct sc_region_src *src, void **bufs, int nsrc, int c
         struct sc_box x = sc_box_intersect(win, b->box);
         if (sa >= sb || sc_box_empty(x))
             continue;
-        int bh = rows(b->box), bw = cols(b->box);
-        size_t len = (size_t)cols(x) * sizeof(float);
-        for (int s = sa; s < sb; s++)
-            for (int ch = 0; ch < c; ch++)
-                for (int r = x.r0; r < x.r1; r++)
-                    memcpy(buf + (((size_t)(s - s0) * c + ch) * wh + (r - win.r0)) * ww + (x.c0 - win.c0),
-                           p + (((size_t)(s - b->s0) * c + ch) * bh + (r - b->box.r0)) * bw + (x.c0 - b->box.c0),
-                           len);
+        size_t bh = rows(b->box), bw = cols(b->box);
+        copy(&(struct box_copy){
+            .dst = buf + ((size_t)(sa - s0) * c * wh + (x.r0 - win.r0)) * ww + (x.c0 - win.c0),
+            .ds = c * wh * ww, .dc = wh * ww, .dr = ww,
+            .src = p + ((size_t)(sa - b->s0) * c * bh + (x.r0 - b->box.r0)) * bw + (x.c0 - b->box.c0),
+            .ss = c * bh * bw, .sc = bh * bw, .sr = bw,
+            .ns = sb - sa, .nc = c, .nr = rows(x), .nx = cols(x)});
     }
 }
 
 /* Write part (within both boxes) of buf (n samples from s0, c channels,
  * block bbox) into dst (samples from dst_s0, block dbox); buf NULL writes
  * zeros. */
-static void scatter(float *dst, int dst_s0, struct sc_box dbox, int c, int s0, int n, struct sc_box bbox,
-                    const float *buf, struct sc_box part)
+static void scatter(void (*copy)(const struct box_copy *), float *dst, int dst_s0, struct sc_box dbox, int c,
+                    int s0, int n, struct sc_box bbox, const float *buf, struct sc_box part)
 {
     if (sc_box_empty(part))
         return;
-    int dh = rows(dbox), dw = cols(dbox), bh = rows(bbox), bw = cols(bbox);
-    size_t len = (size_t)cols(part) * sizeof(float);
-    for (int s = s0; s < s0 + n; s++)
-        for (int ch = 0; ch < c; ch++)
-            for (int r = part.r0; r < part.r1; r++) {
-                float *d = dst + (((size_t)(s - dst_s0) * c + ch) * dh + (r - dbox.r0)) * dw + (part.c0 - dbox.c0);
-                if (buf)
-                    memcpy(d, buf + (((size_t)(s - s0) * c + ch) * bh + (r - bbox.r0)) * bw + (part.c0 - bbox.c0),
-                           len);
-                else
-                    memset(d, 0, len);
-            }
+    size_t dh = rows(dbox), dw = cols(dbox), bh = rows(bbox), bw = cols(bbox);
+    copy(&(struct box_copy){
+        .dst = dst + ((size_t)(s0 - dst_s0) * c * dh + (part.r0 - dbox.r0)) * dw + (part.c0 - dbox.c0),
+        .ds = c * dh * dw, .dc = dh * dw, .dr = dw,
+        .src = buf ? buf + (size_t)(part.r0 - bbox.r0) * bw + (part.c0 - bbox.c0) : NULL,
+        .ss = c * bh * bw, .sc = bh * bw, .sr = bw,
+        .ns = n, .nc = c, .nr = rows(part), .nx = cols(part)});
 }
 
 /* The input window of output region o under kernel k, stride s, padding
@@ -110,10 +129,7 @@ static void fail(const char *op)
  * functions below are the same for both. */
 struct backend {
     float *(*tmp)(int i, size_t n);
-    void (*gather)(const struct sc_region_src *src, void **bufs, int nsrc, int c, int s0, int n,
-                   struct sc_box win, float *buf);
-    void (*scatter)(float *dst, int dst_s0, struct sc_box dbox, int c, int s0, int n, struct sc_box bbox,
-                    const float *buf, struct sc_box part);
+    void (*copy)(const struct box_copy *b);
     void (*conv)(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
                  float *bias);
     void (*pool)(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
@@ -130,10 +146,10 @@ static void conv_fwd(const struct sc_region_args *a, void **buffers, const struc
     float *x = be->tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = be->tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
     if (!x || !y)
         return fail("conv_fwd region");
-    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    gather(be->copy, a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]);
     be->conv(0, &k, x, params, y, params + (size_t)k.f * k.c * k.kh * k.kw);
-    be->scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]), a->dst_s0, a->dst_box, k.f, a->s0, a->n,
+    scatter(be->copy, (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]), a->dst_s0, a->dst_box, k.f, a->s0, a->n,
                 a->region, y, a->region);
 }
 
@@ -148,8 +164,8 @@ static void conv_bwd_filter(const struct sc_region_args *a, void **buffers, cons
     float *x = be->tmp(0, (size_t)k.n * k.c * k.h * k.w), *dy = be->tmp(1, (size_t)k.n * k.f * k.oh * k.ow);
     if (!x || !dy)
         return fail("conv_bwd_filter region");
-    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
-    be->gather(a->src + a->na, buffers + a->na, a->nb, k.f, a->s0, a->n, a->region, dy);
+    gather(be->copy, a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    gather(be->copy, a->src + a->na, buffers + a->na, a->nb, k.f, a->s0, a->n, a->region, dy);
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
     be->conv(2, &k, x, dy, dparams, dparams + (size_t)k.f * k.c * k.kh * k.kw);
 }
@@ -163,7 +179,7 @@ static void conv_bwd_data(const struct sc_region_args *a, void **buffers, const 
     const struct sc_conv_args *g = &a->conv;
     float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]);
     struct sc_box o = touching(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
-    be->scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
+    scatter(be->copy, dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
     if (sc_box_empty(o))
         return;
     struct sc_box win = {o.r0 * g->sh - g->ph, (o.r1 - 1) * g->sh - g->ph + g->kh, o.c0 * g->sw - g->pw,
@@ -173,9 +189,9 @@ static void conv_bwd_data(const struct sc_region_args *a, void **buffers, const 
     float *dy = be->tmp(0, (size_t)k.n * k.f * k.oh * k.ow), *dx = be->tmp(1, (size_t)k.n * k.c * k.h * k.w);
     if (!dy || !dx)
         return fail("conv_bwd_data region");
-    be->gather(a->src, buffers, a->na, k.f, a->s0, a->n, o, dy);
+    gather(be->copy, a->src, buffers, a->na, k.f, a->s0, a->n, o, dy);
     be->conv(1, &k, dy, (const float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), dx, NULL);
-    be->scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, dx, sc_box_intersect(win, a->region));
+    scatter(be->copy, dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, dx, sc_box_intersect(win, a->region));
 }
 
 static void pool_fwd(const struct sc_region_args *a, void **buffers, const struct backend *be)
@@ -190,9 +206,9 @@ static void pool_fwd(const struct sc_region_args *a, void **buffers, const struc
     float *x = be->tmp(0, (size_t)k.n * k.c * k.h * k.w), *y = be->tmp(1, ny), *ws = be->tmp(2, ny);
     if (!x || !y || !ws)
         return fail("pool_fwd region");
-    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
+    gather(be->copy, a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
     be->pool(0, &k, x, y, ws);
-    be->scatter((float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), a->dst_s0, a->dst_box, k.c, a->s0, a->n,
+    scatter(be->copy, (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), a->dst_s0, a->dst_box, k.c, a->s0, a->n,
                 a->region, y, a->region);
 }
 
@@ -204,7 +220,7 @@ static void pool_bwd(const struct sc_region_args *a, void **buffers, const struc
     const struct sc_pool_args *g = &a->pool;
     float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
     struct sc_box o = touching(a->region, g->kh, g->kw, g->sh, g->sw, g->ph, g->pw, g->oh, g->ow);
-    be->scatter(dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
+    scatter(be->copy, dst, a->dst_s0, a->dst_box, g->c, a->s0, a->n, a->region, NULL, a->region);
     if (sc_box_empty(o))
         return;
     int pt, pl;
@@ -216,13 +232,13 @@ static void pool_bwd(const struct sc_region_args *a, void **buffers, const struc
     if (!dy || !x || !y)
         return fail("pool_bwd region");
     void *ws = y + ny; /* at most 4 bytes per output */
-    be->gather(a->src, buffers, a->na, k.c, a->s0, a->n, o, dy);
+    gather(be->copy, a->src, buffers, a->na, k.c, a->s0, a->n, o, dy);
     if (k.max) {
-        be->gather(a->src + a->na, buffers + a->na, a->nb, k.c, a->s0, a->n, win, x);
+        gather(be->copy, a->src + a->na, buffers + a->na, a->nb, k.c, a->s0, a->n, win, x);
         be->pool(0, &k, x, y, ws);
     }
     be->pool(1, &k, dy, x, ws); /* dx into x's buffer: x is no longer needed */
-    be->scatter(dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, x, sc_box_intersect(win, a->region));
+    scatter(be->copy, dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, x, sc_box_intersect(win, a->region));
 }
 
 static void region_run(void *buffers[], void *cl_arg, const struct backend *be)
@@ -230,7 +246,7 @@ static void region_run(void *buffers[], void *cl_arg, const struct backend *be)
     const struct sc_region_args *a = cl_arg;
     switch (a->op) {
     case SC_REGION_COPY:
-        be->gather(a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
+        gather(be->copy, a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
                    (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]));
         break;
     case SC_REGION_CONV_FWD: conv_fwd(a, buffers, be); break;
@@ -243,7 +259,7 @@ static void region_run(void *buffers[], void *cl_arg, const struct backend *be)
 
 static void cl_region_cpu_func(void *buffers[], void *cl_arg)
 {
-    static const struct backend cpu = {tmp, gather, scatter, sc_conv_compute, sc_pool_compute};
+    static const struct backend cpu = {tmp, copy_box_cpu, sc_conv_compute, sc_pool_compute};
     region_run(buffers, cl_arg, &cpu);
 }
 
@@ -253,47 +269,16 @@ static float *tmp_cuda(int i, size_t n)
     return sc_cuda_worker_buf(SC_CUDA_BUF_REGION0 + i, n * sizeof(float));
 }
 
-static void gather_cuda(const struct sc_region_src *src, void **bufs, int nsrc, int c, int s0, int n,
-                        struct sc_box win, float *buf)
+static void copy_box_cuda(const struct box_copy *b)
 {
-    int wh = rows(win), ww = cols(win);
-    for (int i = 0; i < nsrc; i++) {
-        const struct sc_region_src *b = &src[i];
-        const float *p = (const float *)STARPU_VECTOR_GET_PTR(bufs[i]);
-        int sa = s0 > b->s0 ? s0 : b->s0, sb = s0 + n < b->s0 + b->n ? s0 + n : b->s0 + b->n;
-        struct sc_box x = sc_box_intersect(win, b->box);
-        if (sa >= sb || sc_box_empty(x))
-            continue;
-        size_t bh = rows(b->box), bw = cols(b->box);
-        sc_cuda_check(sc_cuda_copy_box(buf + ((size_t)(sa - s0) * c * wh + (x.r0 - win.r0)) * ww + (x.c0 - win.c0),
-                                       (size_t)c * wh * ww, (size_t)wh * ww, (size_t)ww,
-                                       p + ((size_t)(sa - b->s0) * c * bh + (x.r0 - b->box.r0)) * bw +
-                                           (x.c0 - b->box.c0),
-                                       c * bh * bw, bh * bw, bw, sb - sa, c, rows(x), cols(x),
-                                       starpu_cuda_get_local_stream()),
-                      "region gather");
-    }
-}
-
-static void scatter_cuda(float *dst, int dst_s0, struct sc_box dbox, int c, int s0, int n, struct sc_box bbox,
-                         const float *buf, struct sc_box part)
-{
-    if (sc_box_empty(part))
-        return;
-    size_t dh = rows(dbox), dw = cols(dbox), bh = rows(bbox), bw = cols(bbox);
-    sc_cuda_check(sc_cuda_copy_box(dst + ((size_t)(s0 - dst_s0) * c * dh + (part.r0 - dbox.r0)) * dw +
-                                       (part.c0 - dbox.c0),
-                                   c * dh * dw, dh * dw, dw,
-                                   buf ? buf + (size_t)(part.r0 - bbox.r0) * bw + (part.c0 - bbox.c0) : NULL,
-                                   c * bh * bw, bh * bw, bw, n, c, rows(part), cols(part),
-                                   starpu_cuda_get_local_stream()),
-                  "region scatter");
+    sc_cuda_check(sc_cuda_copy_box(b->dst, b->ds, b->dc, b->dr, b->src, b->ss, b->sc, b->sr, b->ns, b->nc, b->nr,
+                                   b->nx, starpu_cuda_get_local_stream()),
+                  "region copy");
 }
 
 static void cl_region_cuda_func(void *buffers[], void *cl_arg)
 {
-    static const struct backend gpu = {tmp_cuda, gather_cuda, scatter_cuda, sc_conv_compute_cuda,
-                                       sc_pool_compute_cuda};
+    static const struct backend gpu = {tmp_cuda, copy_box_cuda, sc_conv_compute_cuda, sc_pool_compute_cuda};
     region_run(buffers, cl_arg, &gpu);
 }
 #endif
