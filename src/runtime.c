@@ -117,8 +117,24 @@ static void *drive_worker(void *arg)
     return NULL;
 }
 
+#ifdef SC_USE_CUDA
+#include <cuda_runtime_api.h>
+
+/* The CUDA workers StarPU will start in this rank: STARPU_NCUDA, else
+ * every device it sees. */
+static int cuda_worker_count(void)
+{
+    const char *env = getenv("STARPU_NCUDA");
+    if (env && atoi(env) >= 0)
+        return atoi(env);
+    int n = 0;
+    return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
+}
+#endif
+
 /* CPU workers: STARPU_NCPU if set, else the cores shared among the ranks of
- * this node. */
+ * this node, less one per CUDA worker, whose driver thread needs a core of
+ * its own. */
 static int cpu_worker_count(void)
 {
     const char *env = getenv("STARPU_NCPU");
@@ -128,6 +144,9 @@ static int cpu_worker_count(void)
     const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
     int per_node = local && atoi(local) > 0 ? atoi(local) : 1;
     int n = (int)(cores / per_node);
+#ifdef SC_USE_CUDA
+    n -= cuda_worker_count();
+#endif
     return n < 1 ? 1 : n;
 }
 
