@@ -76,8 +76,27 @@ static void single_thread(void *arg)
     sc_dnnl_stream();
 }
 
-void sc_codelets_init(void)
+/* The kernels' scratch memory, used in STARPU_SCRATCH mode: StarPU gives
+ * each worker its own replicate on its memory node, allocated once from its
+ * own allocator and kept between tasks, and adds no dependency between the
+ * tasks that use it.  The cuDNN convolutions take their workspace from it;
+ * where this rank has no CUDA worker it is 4 bytes, as no CPU kernel needs
+ * one (oneDNN keeps its own per-thread scratchpad). */
+static starpu_data_handle_t workspace;
+
+starpu_data_handle_t sc_workspace_handle(void)
 {
+    return workspace;
+}
+
+int sc_codelets_init(void)
+{
+    size_t ws_bytes = 4;
+#ifdef SC_USE_CUDA
+    int err = sc_cuda_workspace_bytes(&ws_bytes);
+    if (err)
+        return err;
+#endif
     sc_dnnl_engine();
 #ifdef OPENBLAS_VERSION /* from OpenBLAS's cblas.h; its thread count is global */
     openblas_set_num_threads(1);
@@ -86,6 +105,9 @@ void sc_codelets_init(void)
 #ifdef SC_USE_CUDA
     sc_cuda_init(); /* the CUDA workers' cuDNN/cuBLAS handles */
 #endif
+    if (!workspace)
+        starpu_vector_data_register(&workspace, -1, 0, (uint32_t)ws_bytes, 1);
+    return 0;
 }
 
 static void release_slot(struct worker_slot *s)
@@ -120,6 +142,9 @@ static void release_my_slot(void *arg)
  * exited (LeakSanitizer; gemm-based convolution backward data). */
 void sc_codelets_shutdown(void)
 {
+    if (workspace)
+        starpu_data_unregister(workspace);
+    workspace = NULL;
 #ifdef SC_USE_CUDA
     sc_cuda_shutdown();
 #endif
@@ -139,7 +164,7 @@ void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const voi
 {
     struct worker_slot *s = my_slot();
     if (!s) {
-        fprintf(stderr, "starconv: oneDNN kernel called outside a StarPU worker\n");
+        fprintf(stderr, "starconv: a kernel was called outside a StarPU worker\n");
         return NULL;
     }
     for (int i = 0; i < s->n; i++)
@@ -149,7 +174,7 @@ void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const voi
         int cap = s->cap ? 2 * s->cap : 16;
         struct prim_entry *e = realloc(s->e, cap * sizeof *e);
         if (!e) {
-            fprintf(stderr, "starconv: out of memory for the oneDNN primitive cache\n");
+            fprintf(stderr, "starconv: out of memory for the kernels' cache\n");
             return NULL;
         }
         s->e = e;
@@ -159,7 +184,7 @@ void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const voi
     void *val = k ? create(key) : NULL;
     if (!val) {
         free(k);
-        fprintf(stderr, "starconv: cannot create oneDNN primitive (op %d)\n", op);
+        fprintf(stderr, "starconv: cannot create a kernel's cached state (op %d)\n", op);
         return NULL;
     }
     memcpy(k, key, len);

@@ -15,13 +15,15 @@
 dnnl_engine_t sc_dnnl_engine(void);
 dnnl_stream_t sc_dnnl_stream(void); /* NULL outside a StarPU worker */
 
-/* Primitive cache.  Entries live in the calling worker's own slot, so no
- * lock is needed; create() builds one from the key, destroy() frees it.
- * Returns NULL (after a line on stderr) when not on a worker or creation
- * fails.  key must have no padding bytes (our args structs are all int and
- * float). */
+/* Per-worker cache of what kernels build once per shape: oneDNN
+ * primitives on CPU workers, the chosen cuDNN algorithms on CUDA workers.
+ * Entries live in the calling worker's own slot, so no lock is needed;
+ * create() builds one from the key, destroy() frees it (at
+ * sc_codelets_shutdown).  Returns NULL (after a line on stderr) when not on
+ * a worker or creation fails.  key must have no padding bytes (our args
+ * structs are all int and float). */
 enum { SC_PRIM_CONV_FWD, SC_PRIM_CONV_BWD_DATA, SC_PRIM_CONV_BWD_FILTER,
-       SC_PRIM_POOL_FWD, SC_PRIM_POOL_BWD };
+       SC_PRIM_POOL_FWD, SC_PRIM_POOL_BWD, SC_PRIM_CUDNN_CONV_ALGOS };
 void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const void *key),
                   void (*destroy)(void *));
 
@@ -31,6 +33,19 @@ void *sc_prim_get(int op, const void *key, size_t len, void *(*create)(const voi
  * until it returns.  NULL when not on a worker or out of memory. */
 enum { SC_WORKER_BUFS = 3 };
 void *sc_worker_buf(int i, size_t bytes);
+
+/* The kernels' scratch memory (cl_common.c): a task names it last, in
+ * STARPU_SCRATCH mode, and its function finds the calling worker's
+ * replicate of it there.  Registered by sc_codelets_init. */
+starpu_data_handle_t sc_workspace_handle(void);
+struct sc_workspace {
+    void *ptr;
+    size_t bytes;
+};
+static inline struct sc_workspace sc_workspace_of(void *buffer)
+{
+    return (struct sc_workspace){(void *)STARPU_VECTOR_GET_PTR(buffer), STARPU_VECTOR_GET_NX(buffer)};
+}
 
 /* A tensor argument of a primitive: the caller's plain buffer, and the
  * layout the primitive prefers when that differs (then a reorder goes

@@ -207,8 +207,9 @@ static size_t conv_nw(const struct sc_conv_args *a)
  * copied into a zero-padded buffer and convolved without padding.  The
  * algorithms are picked once per shape and worker from cuDNN's heuristics
  * (the first that works in plain FP32: CUDNN_FMA_MATH, no TF32, so that
- * results match the CPU's to float rounding); the workspace is the
- * worker's device buffer, grown as needed. */
+ * results match the CPU's to float rounding) among those whose workspace
+ * fits the task's replicate of the scratch handle (sc_workspace_handle),
+ * which StarPU allocates once per worker from its own device allocator. */
 
 struct conv_cuda_geom {
     int explicit_pad;  /* 1: x goes through a padded copy, cuDNN pads 0 */
@@ -285,28 +286,34 @@ struct conv_cuda_algos {
 };
 
 /* Heuristics list the algorithms best first; take the first that cuDNN
- * says works for this shape in FMA math. */
-#define PICK_ALGO(perf, count, out, ws_out)                                                      \
-    do {                                                                                         \
-        int found_ = 0;                                                                          \
-        for (int i_ = 0; i_ < (count) && !found_; i_++)                                          \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].mathType == CUDNN_FMA_MATH) { \
-                (out) = (perf)[i_].algo;                                                         \
-                (ws_out) = (perf)[i_].memory;                                                    \
-                found_ = 1;                                                                      \
-            }                                                                                    \
-        for (int i_ = 0; i_ < (count) && !found_; i_++)                                          \
-            if ((perf)[i_].status == CUDNN_STATUS_SUCCESS) {                                     \
-                (out) = (perf)[i_].algo;                                                         \
-                (ws_out) = (perf)[i_].memory;                                                    \
-                found_ = 1;                                                                      \
-            }                                                                                    \
-        if (!found_)                                                                             \
-            return -1;                                                                           \
+ * says works for this shape in FMA math within the workspace limit, else
+ * the first that works within it. */
+#define PICK_ALGO(perf, count, limit, out, ws_out)                                                              \
+    do {                                                                                                        \
+        int found_ = 0;                                                                                         \
+        for (int pass_ = 0; pass_ < 2 && !found_; pass_++)                                                      \
+            for (int i_ = 0; i_ < (count) && !found_; i_++)                                                     \
+                if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].memory <= (limit) &&                \
+                    (pass_ || (perf)[i_].mathType == CUDNN_FMA_MATH)) {                                         \
+                    (out) = (perf)[i_].algo;                                                                    \
+                    (ws_out) = (perf)[i_].memory;                                                               \
+                    found_ = 1;                                                                                 \
+                }                                                                                               \
+        if (!found_) {                                                                                          \
+            fprintf(stderr, "starconv: %s: no cuDNN algorithm fits a workspace of %zu bytes "                   \
+                    "(SC_CUDNN_WORKSPACE_MB)\n", op, (size_t)(limit));                                          \
+            return -1;                                                                                          \
+        }                                                                                                       \
     } while (0)
 
+static void *conv_cuda_algos_create(const void *key)
+{
+    (void)key;
+    return calloc(1, sizeof(struct conv_cuda_algos)); /* none chosen yet */
+}
+
 static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_desc *d, struct conv_cuda_algos *al,
-                            const char *op)
+                            size_t limit, const char *op)
 {
     int n = 0;
     if (al->chosen[which])
@@ -317,7 +324,7 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
                                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf),
                            op))
             return -1;
-        PICK_ALGO(perf, n, al->fwd, al->ws[0]);
+        PICK_ALGO(perf, n, limit, al->fwd, al->ws[0]);
         if (sc_cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(h, d->x, d->w, d->conv, d->y, al->fwd, &al->ws[0]),
                            op))
             return -1;
@@ -328,7 +335,7 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
                                                                        perf),
                            op))
             return -1;
-        PICK_ALGO(perf, n, al->bwd_data, al->ws[1]);
+        PICK_ALGO(perf, n, limit, al->bwd_data, al->ws[1]);
         if (sc_cudnn_check(cudnnGetConvolutionBackwardDataWorkspaceSize(h, d->w, d->y, d->conv, d->x, al->bwd_data,
                                                                         &al->ws[1]),
                            op))
@@ -340,18 +347,23 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
                                                                          perf),
                            op))
             return -1;
-        PICK_ALGO(perf, n, al->bwd_filter, al->ws[2]);
+        PICK_ALGO(perf, n, limit, al->bwd_filter, al->ws[2]);
         if (sc_cudnn_check(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, d->x, d->y, d->conv, d->w,
                                                                           al->bwd_filter, &al->ws[2]),
                            op))
             return -1;
+    }
+    if (al->ws[which] > limit) { /* the size query disagreed with the heuristics' */
+        fprintf(stderr, "starconv: %s: cuDNN wants a workspace of %zu bytes, over the %zu of "
+                "SC_CUDNN_WORKSPACE_MB\n", op, al->ws[which], limit);
+        return -1;
     }
     al->chosen[which] = 1;
     return 0;
 }
 
 void sc_conv_compute_cuda(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
-                          float *bias)
+                          float *bias, const struct sc_workspace *wsp)
 {
     static const char *const ops[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
     const char *op = ops[which];
@@ -360,7 +372,8 @@ void sc_conv_compute_cuda(int which, const struct sc_conv_args *a, const float *
     cudaStream_t s = starpu_cuda_get_local_stream();
     struct sc_conv_args key = *a;
     key.relu = 0;
-    struct conv_cuda_algos *al = h ? sc_cuda_cache(SC_CUDA_CACHE_CONV, &key, sizeof key, sizeof *al) : NULL;
+    struct conv_cuda_algos *al =
+        h ? sc_prim_get(SC_PRIM_CUDNN_CONV_ALGOS, &key, sizeof key, conv_cuda_algos_create, free) : NULL;
     struct conv_cuda_geom g;
     struct conv_cuda_desc d;
     if (!al) {
@@ -370,18 +383,17 @@ void sc_conv_compute_cuda(int which, const struct sc_conv_args *a, const float *
     conv_cuda_geom(a, &g);
     if (conv_cuda_desc(&d, a, &g, op))
         return;
-    void *ws = NULL;
     float *xp = NULL;
     size_t nxp = (size_t)a->n * a->c * g.hp * g.wp, plane = (size_t)g.hp * g.wp;
     size_t off = (size_t)g.pt * g.wp + g.pl; /* of x in the padded copy */
-    if (conv_cuda_choose(h, which, &d, al, op) ||
-        (al->ws[which] && !(ws = sc_cuda_worker_buf(SC_CUDA_BUF_CONV_WS, al->ws[which]))) ||
+    if (conv_cuda_choose(h, which, &d, al, wsp->bytes, op) ||
         (g.explicit_pad && !(xp = sc_cuda_worker_buf(which == 1 ? SC_CUDA_BUF_CONV_PAD2 : SC_CUDA_BUF_CONV_PAD,
                                                      nxp * sizeof(float))))) {
         sc_kernel_failed(op);
         conv_cuda_desc_destroy(&d);
         return;
     }
+    void *ws = al->ws[which] ? wsp->ptr : NULL;
     /* The input x (fwd, filter) into its padded copy. */
     if (xp && which != 1 &&
         (sc_cuda_check(cudaMemsetAsync(xp, 0, nxp * sizeof(float), s), op) ||
@@ -429,17 +441,19 @@ static void cl_conv_fwd_cuda_func(void *buffers[], void *cl_arg)
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
+    struct sc_workspace ws = sc_workspace_of(buffers[3]);
     sc_conv_compute_cuda(0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
-                         (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a));
+                         (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a), &ws);
 }
 
 static void cl_conv_bwd_data_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
+    struct sc_workspace ws = sc_workspace_of(buffers[3]);
     sc_conv_compute_cuda(1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]),
-                         NULL);
+                         NULL, &ws);
 }
 
 static void cl_conv_bwd_filter_cuda_func(void *buffers[], void *cl_arg)
@@ -447,8 +461,9 @@ static void cl_conv_bwd_filter_cuda_func(void *buffers[], void *cl_arg)
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
+    struct sc_workspace ws = sc_workspace_of(buffers[3]);
     sc_conv_compute_cuda(2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                         (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a));
+                         (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a), &ws);
 }
 #endif
 
@@ -473,8 +488,8 @@ static struct starpu_codelet cl_conv_fwd = {
     .cuda_funcs = {cl_conv_fwd_cuda_func},
     .cuda_flags = {STARPU_CUDA_ASYNC},
 #endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .nbuffers = 4, /* the last: the workspace (cuDNN only) */
+    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH},
     .model = &conv_fwd_model,
     .name = "conv_fwd",
 };
@@ -485,6 +500,8 @@ static struct starpu_codelet cl_conv_fwd = {
  * accepts. */
 static int conv_args_check(const struct sc_conv_args *a, const char *op)
 {
+    if (!sc_workspace_handle())
+        return sc_error(SC_ERR_RUNTIME, "%s: the codelets are not initialised (sc_codelets_init)", op);
     int prh = (a->oh - 1) * a->sh + a->kh - a->h - a->ph;
     int prw = (a->ow - 1) * a->sw + a->kw - a->w - a->pw;
     if (a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->f < 1 || a->kh < 1 || a->kw < 1 ||
@@ -518,6 +535,7 @@ int sc_insert_conv_fwd(const struct sc_conv_args *a, starpu_data_handle_t x,
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_fwd, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, x, STARPU_R, params, STARPU_W, y,
+                                               STARPU_SCRATCH, sc_workspace_handle(),
                                                SC_TASK_ATTRS(name), 0),
                             "conv_fwd");
 }
@@ -543,8 +561,8 @@ static struct starpu_codelet cl_conv_bwd_data = {
     .cuda_funcs = {cl_conv_bwd_data_cuda_func},
     .cuda_flags = {STARPU_CUDA_ASYNC},
 #endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .nbuffers = 4, /* the last: the workspace (cuDNN only) */
+    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH},
     .model = &conv_bwd_data_model,
     .name = "conv_bwd_data",
 };
@@ -560,6 +578,7 @@ int sc_insert_conv_bwd_data(const struct sc_conv_args *a, starpu_data_handle_t d
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_bwd_data, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, dy, STARPU_R, params, STARPU_W, dx,
+                                               STARPU_SCRATCH, sc_workspace_handle(),
                                                SC_TASK_ATTRS(name), 0),
                             "conv_bwd_data");
 }
@@ -585,8 +604,8 @@ static struct starpu_codelet cl_conv_bwd_filter = {
     .cuda_funcs = {cl_conv_bwd_filter_cuda_func},
     .cuda_flags = {STARPU_CUDA_ASYNC},
 #endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
+    .nbuffers = 4, /* the last: the workspace (cuDNN only) */
+    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH},
     .model = &conv_bwd_filter_model,
     .name = "conv_bwd_filter",
 };
@@ -603,6 +622,7 @@ int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_bwd_filter, STARPU_VALUE, a, sizeof *a,
                                                STARPU_R, x, STARPU_R, dy, STARPU_W, dparams,
+                                               STARPU_SCRATCH, sc_workspace_handle(),
                                                SC_TASK_ATTRS(name), 0),
                             "conv_bwd_filter");
 }

@@ -1,8 +1,9 @@
 /* The CUDA workers' own state: a cuDNN and a cuBLAS handle bound to the
- * worker's StarPU stream, device buffers grown on demand, pinned memory for
- * the verdicts the host needs, and a small cache of plain values (the
- * convolution algorithms chosen per shape).  Also the CUDA functions of the
- * vector codelets of cl_vector.c.  Built only with SC_USE_CUDA. */
+ * worker's StarPU stream, device buffers grown on demand and pinned memory
+ * for the verdicts the host needs (the convolution algorithms chosen per
+ * shape live in cl_common.c's per-worker cache).  Also the CUDA functions
+ * of the vector codelets of cl_vector.c and the cuDNN workspace's size.
+ * Built only with SC_USE_CUDA. */
 #include "cl_common.h"
 #include "cuda/sc_cuda.h"
 
@@ -11,18 +12,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cache_entry {
-    int op;
-    size_t len;
-    void *key, *val;
-};
-
 /* Device-written values read by host callbacks; pinned so that the copies
  * are asynchronous.  One per worker is enough: all of a worker's work is on
  * its one stream, where a callback ends before the next copy starts. */
 struct verdict {
     int flag;
     float gate;
+    int bad_labels;
 };
 
 struct cuda_worker {
@@ -33,8 +29,6 @@ struct cuda_worker {
     void *buf[SC_CUDA_NBUFS];
     size_t len[SC_CUDA_NBUFS];
     struct verdict *pinned;
-    struct cache_entry *e;
-    int n, cap;
 };
 
 static struct cuda_worker workers[STARPU_NMAXWORKERS];
@@ -95,11 +89,6 @@ static void release_worker(struct cuda_worker *w)
     for (int i = 0; i < SC_CUDA_NBUFS; i++)
         if (w->buf[i])
             cudaFree(w->buf[i]);
-    for (int i = 0; i < w->n; i++) {
-        free(w->e[i].key);
-        free(w->e[i].val);
-    }
-    free(w->e);
     if (w->pinned)
         cudaFreeHost(w->pinned);
     if (w->cublas)
@@ -113,6 +102,32 @@ static void shutdown_worker(void *arg)
 {
     (void)arg;
     release_worker(&workers[starpu_worker_get_id()]);
+}
+
+/* cuDNN's fastest algorithms may want large workspaces; the limit bounds
+ * each CUDA worker's replicate of the scratch handle (and, as StarPU gives
+ * every worker that runs a convolution one, each CPU worker's too, in host
+ * memory).  Algorithms needing more are passed over. */
+#define SC_CUDNN_WORKSPACE_MB_DEFAULT 64
+#define SC_CUDNN_WORKSPACE_MB_MAX 4095
+
+int sc_cuda_workspace_bytes(size_t *bytes)
+{
+    *bytes = 4;
+    long mb = SC_CUDNN_WORKSPACE_MB_DEFAULT;
+    const char *env = getenv("SC_CUDNN_WORKSPACE_MB");
+    if (env) {
+        char *end;
+        mb = strtol(env, &end, 10);
+        if (end == env || *end || mb < 0 || mb > SC_CUDNN_WORKSPACE_MB_MAX)
+            return sc_error(SC_ERR_ARG, "SC_CUDNN_WORKSPACE_MB: '%.32s' is not a size in MiB from 0 to %d", env,
+                            SC_CUDNN_WORKSPACE_MB_MAX);
+    }
+    /* Checked even without a CUDA worker: a bad value is refused alike
+     * everywhere. */
+    if (mb && starpu_cuda_worker_get_count() > 0)
+        *bytes = (size_t)mb << 20;
+    return 0;
 }
 
 void sc_cuda_init(void)
@@ -162,33 +177,6 @@ void *sc_cuda_worker_buf(int i, size_t bytes)
     return p;
 }
 
-void *sc_cuda_cache(int op, const void *key, size_t len, size_t valsize)
-{
-    struct cuda_worker *w = me();
-    if (!w)
-        return NULL;
-    for (int i = 0; i < w->n; i++)
-        if (w->e[i].op == op && w->e[i].len == len && !memcmp(w->e[i].key, key, len))
-            return w->e[i].val;
-    if (w->n == w->cap) {
-        int cap = w->cap ? 2 * w->cap : 16;
-        struct cache_entry *e = realloc(w->e, cap * sizeof *e);
-        if (!e)
-            return NULL;
-        w->e = e;
-        w->cap = cap;
-    }
-    void *k = malloc(len), *v = calloc(1, valsize);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return NULL;
-    }
-    memcpy(k, key, len);
-    w->e[w->n++] = (struct cache_entry){op, len, k, v};
-    return v;
-}
-
 /* ---- the vector codelets of cl_vector.c ---- */
 
 void sc_cuda_cl_accumulate_func(void *buffers[], void *cl_arg)
@@ -228,6 +216,41 @@ void sc_cuda_cl_count_nonfinite_func(void *buffers[], void *cl_arg)
                                           (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
                                           STARPU_VECTOR_GET_NX(buffers[1]), flag, starpu_cuda_get_local_stream()),
                   "count_nonfinite");
+}
+
+struct labels_report {
+    const char *op;
+    int classes;
+    const struct verdict *v;
+};
+
+static void CUDART_CB labels_report_cb(void *arg)
+{
+    struct labels_report *r = arg;
+    if (r->v->bad_labels)
+        fprintf(stderr, "starconv: %s: %d labels outside [0, %d)\n", r->op, r->v->bad_labels, r->classes);
+    free(r);
+}
+
+void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, int pad_label, const float *logits,
+                      const int32_t *labels, float *dlogits, float *stats)
+{
+    cudaStream_t s = starpu_cuda_get_local_stream();
+    struct cuda_worker *w = me();
+    char *scratch = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
+    struct labels_report *r = malloc(sizeof *r);
+    if (!w || !scratch || !r) {
+        free(r);
+        sc_kernel_failed(op);
+        return;
+    }
+    int *bad = (int *)(scratch + SC_CUDA_XENT_SCRATCH);
+    *r = (struct labels_report){op, classes, w->pinned};
+    if (sc_cuda_check(sc_cuda_xent(n, classes, hw, scale, pad_label, bad, logits, labels, dlogits, stats, scratch, s),
+                      op) ||
+        sc_cuda_check(cudaMemcpyAsync(&w->pinned->bad_labels, bad, sizeof(int), cudaMemcpyDeviceToHost, s), op) ||
+        sc_cuda_check(cudaLaunchHostFunc(s, labels_report_cb, r), op))
+        free(r);
 }
 
 struct sgd_record {

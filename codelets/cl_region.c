@@ -130,12 +130,14 @@ static void fail(const char *op)
 struct backend {
     float *(*tmp)(int i, size_t n);
     void (*copy)(const struct box_copy *b);
+    /* ws: the task's replicate of the scratch handle (see cl_common.h) */
     void (*conv)(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
-                 float *bias);
+                 float *bias, const struct sc_workspace *ws);
     void (*pool)(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
 };
 
-static void conv_fwd(const struct sc_region_args *a, void **buffers, const struct backend *be)
+static void conv_fwd(const struct sc_region_args *a, void **buffers, const struct backend *be,
+                     const struct sc_workspace *ws)
 {
     const struct sc_conv_args *g = &a->conv;
     int pt, pl;
@@ -148,12 +150,13 @@ static void conv_fwd(const struct sc_region_args *a, void **buffers, const struc
         return fail("conv_fwd region");
     gather(be->copy, a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]);
-    be->conv(0, &k, x, params, y, params + (size_t)k.f * k.c * k.kh * k.kw);
+    be->conv(0, &k, x, params, y, params + (size_t)k.f * k.c * k.kh * k.kw, ws);
     scatter(be->copy, (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]), a->dst_s0, a->dst_box, k.f, a->s0, a->n,
                 a->region, y, a->region);
 }
 
-static void conv_bwd_filter(const struct sc_region_args *a, void **buffers, const struct backend *be)
+static void conv_bwd_filter(const struct sc_region_args *a, void **buffers, const struct backend *be,
+                            const struct sc_workspace *ws)
 {
     const struct sc_conv_args *g = &a->conv;
     int pt, pl;
@@ -167,14 +170,15 @@ static void conv_bwd_filter(const struct sc_region_args *a, void **buffers, cons
     gather(be->copy, a->src, buffers, a->na, k.c, a->s0, a->n, win, x);
     gather(be->copy, a->src + a->na, buffers + a->na, a->nb, k.f, a->s0, a->n, a->region, dy);
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + a->nb]);
-    be->conv(2, &k, x, dy, dparams, dparams + (size_t)k.f * k.c * k.kh * k.kw);
+    be->conv(2, &k, x, dy, dparams, dparams + (size_t)k.f * k.c * k.kh * k.kw, ws);
 }
 
 /* Backward data of convolution and pooling share the shape of the work:
  * the outputs touching the region, their dy window, a dx window computed
  * without padding (conv) or with the image's padding (pooling), and the
  * region cut out of it. */
-static void conv_bwd_data(const struct sc_region_args *a, void **buffers, const struct backend *be)
+static void conv_bwd_data(const struct sc_region_args *a, void **buffers, const struct backend *be,
+                          const struct sc_workspace *ws)
 {
     const struct sc_conv_args *g = &a->conv;
     float *dst = (float *)STARPU_VECTOR_GET_PTR(buffers[a->na + 1]);
@@ -190,7 +194,7 @@ static void conv_bwd_data(const struct sc_region_args *a, void **buffers, const 
     if (!dy || !dx)
         return fail("conv_bwd_data region");
     gather(be->copy, a->src, buffers, a->na, k.f, a->s0, a->n, o, dy);
-    be->conv(1, &k, dy, (const float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), dx, NULL);
+    be->conv(1, &k, dy, (const float *)STARPU_VECTOR_GET_PTR(buffers[a->na]), dx, NULL, ws);
     scatter(be->copy, dst, a->dst_s0, a->dst_box, k.c, a->s0, a->n, win, dx, sc_box_intersect(win, a->region));
 }
 
@@ -244,22 +248,34 @@ static void pool_bwd(const struct sc_region_args *a, void **buffers, const struc
 static void region_run(void *buffers[], void *cl_arg, const struct backend *be)
 {
     const struct sc_region_args *a = cl_arg;
+    /* A convolution's task names the scratch handle last. */
+    struct sc_workspace ws = {NULL, 0};
+    if (a->op == SC_REGION_CONV_FWD || a->op == SC_REGION_CONV_BWD_DATA || a->op == SC_REGION_CONV_BWD_FILTER)
+        ws = sc_workspace_of(buffers[STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 1]);
     switch (a->op) {
     case SC_REGION_COPY:
         gather(be->copy, a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
                    (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]));
         break;
-    case SC_REGION_CONV_FWD: conv_fwd(a, buffers, be); break;
-    case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers, be); break;
-    case SC_REGION_CONV_BWD_FILTER: conv_bwd_filter(a, buffers, be); break;
+    case SC_REGION_CONV_FWD: conv_fwd(a, buffers, be, &ws); break;
+    case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers, be, &ws); break;
+    case SC_REGION_CONV_BWD_FILTER: conv_bwd_filter(a, buffers, be, &ws); break;
     case SC_REGION_POOL_FWD: pool_fwd(a, buffers, be); break;
     case SC_REGION_POOL_BWD: pool_bwd(a, buffers, be); break;
     }
 }
 
+/* oneDNN keeps its own scratchpad per thread. */
+static void conv_cpu(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
+                     float *bias, const struct sc_workspace *ws)
+{
+    (void)ws;
+    sc_conv_compute(which, a, in0, in1, out, bias);
+}
+
 static void cl_region_cpu_func(void *buffers[], void *cl_arg)
 {
-    static const struct backend cpu = {tmp, copy_box_cpu, sc_conv_compute, sc_pool_compute};
+    static const struct backend cpu = {tmp, copy_box_cpu, conv_cpu, sc_pool_compute};
     region_run(buffers, cl_arg, &cpu);
 }
 
@@ -362,7 +378,7 @@ int sc_insert_region(const struct sc_region_args *a, starpu_data_handle_t *srcs,
         (ret = sc_check_vec(params, (size_t)a->conv.f * a->conv.c * a->conv.kh * a->conv.kw, sizeof(float), op,
                             "params")))
         return ret;
-    struct starpu_data_descr d[SC_REGION_MAX_SRC + 2];
+    struct starpu_data_descr d[SC_REGION_MAX_SRC + 3];
     int nd = 0;
     for (int i = 0; i < a->na + a->nb; i++)
         d[nd++] = (struct starpu_data_descr){srcs[i], STARPU_R};
@@ -370,6 +386,10 @@ int sc_insert_region(const struct sc_region_args *a, starpu_data_handle_t *srcs,
         d[nd++] = (struct starpu_data_descr){params, STARPU_R};
     d[nd++] = (struct starpu_data_descr){dst, a->op == SC_REGION_COPY || a->op == SC_REGION_CONV_BWD_FILTER
                                                   ? STARPU_W : STARPU_RW};
+    if (conv && !sc_workspace_handle())
+        return sc_error(SC_ERR_RUNTIME, "%s: the codelets are not initialised (sc_codelets_init)", op);
+    if (conv)
+        d[nd++] = (struct starpu_data_descr){sc_workspace_handle(), STARPU_SCRATCH};
     struct sc_region_args *copy = malloc(sizeof *copy);
     if (!copy)
         return sc_error(SC_ERR_NOMEM, "%s: out of memory", op);

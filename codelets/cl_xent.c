@@ -72,17 +72,10 @@ static void xent_cuda(void *buffers[], void *cl_arg, int train)
 {
     struct sc_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    void *scratch = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
-    if (!scratch) {
-        sc_kernel_failed(train ? "xent" : "xent_eval");
-        return;
-    }
-    sc_cuda_check(sc_cuda_xent(a.n, a.classes, 1, a.scale, 1, 0, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                               (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                               train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
-                               (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]), scratch,
-                               starpu_cuda_get_local_stream()),
-                  train ? "xent" : "xent_eval");
+    sc_cuda_run_xent(train ? "xent" : "xent_eval", a.n, a.classes, 1, a.scale, 1,
+                     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                     train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+                     (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]));
 }
 
 static void cl_xent_cuda_func(void *buffers[], void *cl_arg)

@@ -16,8 +16,10 @@
 #include <stdint.h>
 
 /* Call once after starpu_init: makes oneDNN (OpenMP) and OpenBLAS run
- * single-threaded inside each worker, since StarPU supplies the parallelism. */
-void sc_codelets_init(void);
+ * single-threaded inside each worker, since StarPU supplies the parallelism,
+ * and registers the kernels' scratch memory.  0, or SC_ERR_ARG for a bad
+ * SC_CUDNN_WORKSPACE_MB (CUDA build). */
+int sc_codelets_init(void);
 /* Release cached oneDNN primitives (before starpu_shutdown). */
 void sc_codelets_shutdown(void);
 

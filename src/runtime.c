@@ -285,7 +285,15 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
         return abandon_init(rt, err);
     }
     rt->ncpu = (int)starpu_cpu_worker_get_count();
-    sc_codelets_init();
+    if ((err = sc_codelets_init())) {
+        sc_codelets_shutdown();
+        stop_drivers();
+        sc_tasks_set_wake_hook(NULL);
+        starpu_mpi_shutdown();
+        if (starpu_is_initialized())
+            starpu_shutdown();
+        return abandon_init(rt, err);
+    }
     return 0;
 }
 

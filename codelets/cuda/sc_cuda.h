@@ -73,11 +73,11 @@ cudaError_t sc_cuda_gap_bwd(float *dx, const float *dy, size_t rows, int hw, flo
  * whose first argmax is the label.  A label outside [0, classes) counts
  * neither and its gradient is scale*softmax, except, with pad_label, a
  * label of -1 (a padding sample), whose gradient is 0 and which is not
- * reported.  Other out-of-range labels are reported by a device printf
- * (stdout), prefixed with the op (0 "xent", 1 "pixel_xent").
+ * reported.  The number of other out-of-range labels goes to the device
+ * int *bad (at most INT_MAX), for the host to report (sc_cuda_run_xent).
  * scratch: SC_CUDA_XENT_SCRATCH bytes of device memory. */
 #define SC_CUDA_XENT_SCRATCH 32
-cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label, int op, const float *logits,
+cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label, int *bad, const float *logits,
                          const int32_t *labels, float *dlogits, float *stats, void *scratch, cudaStream_t s);
 
 /* ---- batch normalization (cl_bn.c; stats/dstats are double, 2c) ---- */
@@ -124,6 +124,10 @@ cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, cons
  * sc_codelets_init / sc_codelets_shutdown); no-ops without CUDA workers. */
 void sc_cuda_init(void);
 void sc_cuda_shutdown(void);
+/* The size of the scratch handle (sc_workspace_handle): the cuDNN
+ * workspace limit where this rank has CUDA workers (SC_CUDNN_WORKSPACE_MB,
+ * default 64), else 4 bytes.  0, or SC_ERR_ARG for a bad value. */
+int sc_cuda_workspace_bytes(size_t *bytes);
 /* The calling CUDA worker's handles, bound to its StarPU stream (NULL
  * outside a CUDA worker). */
 cudnnHandle_t sc_cudnn_handle(void);
@@ -131,13 +135,9 @@ cublasHandle_t sc_cublas_handle(void);
 /* Device buffer i of the calling CUDA worker, at least bytes long; grown
  * in stream order (cudaFreeAsync/cudaMallocAsync on the worker's stream),
  * so work already queued keeps the old one.  NULL on failure. */
-enum { SC_CUDA_BUF_REGION0, SC_CUDA_BUF_REGION1, SC_CUDA_BUF_REGION2, SC_CUDA_BUF_CONV_WS,
+enum { SC_CUDA_BUF_REGION0, SC_CUDA_BUF_REGION1, SC_CUDA_BUF_REGION2,
        SC_CUDA_BUF_CONV_PAD, SC_CUDA_BUF_CONV_PAD2, SC_CUDA_BUF_SMALL, SC_CUDA_NBUFS };
 void *sc_cuda_worker_buf(int i, size_t bytes);
-/* A zeroed block of valsize bytes per (op, key) and calling CUDA worker,
- * kept until shut-down (plain values only); NULL on failure. */
-enum { SC_CUDA_CACHE_CONV };
-void *sc_cuda_cache(int op, const void *key, size_t len, size_t valsize);
 /* One line on stderr for a failed CUDA/cuDNN/cuBLAS call in a kernel
  * (a task cannot return an error); 0 when ok, -1 otherwise. */
 int sc_cuda_check(cudaError_t e, const char *op);
@@ -151,12 +151,20 @@ void sc_cuda_cl_sgd_func(void *buffers[], void *cl_arg);
 void sc_cuda_cl_zero_func(void *buffers[], void *cl_arg);
 void sc_cuda_cl_count_nonfinite_func(void *buffers[], void *cl_arg);
 
+/* sc_cuda_xent on the calling worker's stream and buffers; out-of-range
+ * labels are reported on stderr as the CPU kernels do, prefixed with op,
+ * by a host function on the stream. */
+void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, int pad_label, const float *logits,
+                      const int32_t *labels, float *dlogits, float *stats);
+
 /* The cuDNN convolution (cl_conv.c) and the pooling (cl_pool.c) on device
  * pointers, for the region kernels; as sc_conv_compute/sc_pool_compute. */
 struct sc_conv_args;
 struct sc_pool_args;
+struct sc_workspace;
+/* ws: the task's replicate of the scratch handle, cuDNN's workspace. */
 void sc_conv_compute_cuda(int which, const struct sc_conv_args *a, const float *in0, const float *in1,
-                          float *out, float *bias);
+                          float *out, float *bias, const struct sc_workspace *ws);
 void sc_pool_compute_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
 #endif
 

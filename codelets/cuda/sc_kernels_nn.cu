@@ -2,7 +2,7 @@
  * sc_cuda.h); each mirrors its CPU kernel in codelets/cl_*.c. */
 #include "sc_cuda.h"
 
-#include <stdio.h>
+#include <limits.h>
 
 #include "sc_launch.cuh"
 
@@ -87,12 +87,11 @@ __global__ void k_xent(int n, int classes, int hw, float scale, int pad_label, c
     }
 }
 
-__global__ void k_xent_done(const xent_acc *acc, float *stats, int classes, int op)
+__global__ void k_xent_done(const xent_acc *acc, float *stats, int *bad)
 {
     stats[0] = (float)acc->loss;
     stats[1] = (float)acc->correct;
-    if (acc->bad) /* as the CPU kernels' line on stderr; device printf goes to stdout */
-        printf("starconv: %s: %llu labels outside [0, %d)\n", op ? "pixel_xent" : "xent", acc->bad, classes);
+    *bad = acc->bad > (unsigned long long)INT_MAX ? INT_MAX : (int)acc->bad;
 }
 
 /* ---- batch normalization: one block per channel for the sums, one block
@@ -321,7 +320,7 @@ int ws_wide(const sc_cuda_pool *p)
 
 extern "C" {
 
-cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label, int op, const float *logits,
+cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label, int *bad, const float *logits,
                          const int32_t *labels, float *dlogits, float *stats, void *scratch, cudaStream_t s)
 {
     static_assert(sizeof(xent_acc) <= SC_CUDA_XENT_SCRATCH, "xent scratch");
@@ -333,7 +332,7 @@ cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label,
     if (npix)
         k_xent<<<blocks_for(npix), THREADS, 0, s>>>(n, classes, hw, scale, pad_label, logits, labels, dlogits,
                                                     acc);
-    k_xent_done<<<1, 1, 0, s>>>(acc, stats, classes, op);
+    k_xent_done<<<1, 1, 0, s>>>(acc, stats, bad);
     return cudaGetLastError();
 }
 
