@@ -357,22 +357,6 @@ struct sc_net_dist {
     char load_name[16], acc_name[24], summary[96];
 };
 
-static int reg_vec(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
-{
-    *mem = calloc(n ? n : 1, elem);
-    if (!*mem)
-        return sc_error(SC_ERR_NOMEM, "out of memory (%zu bytes)", n * elem);
-    starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)*mem, (uint32_t)(n ? n : 1), elem);
-    return 0;
-}
-
-static void unreg_vec(starpu_data_handle_t h, void *mem)
-{
-    if (h)
-        starpu_data_unregister(h);
-    free(mem);
-}
-
 #define ALLOC_ARRAY(p, n)                                                                                         \
     do {                                                                                                          \
         if (!((p) = calloc((n) ? (n) : 1, sizeof(*(p)))))                                                        \
@@ -475,10 +459,10 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
         return err;
     size_t out = (size_t)d->tile_max * l->out.c * sc_box_area(d->out_box);
     for (int t = 0; t < T && !l->is_loss; t++) {
-        if ((err = reg_vec(&d->hy[t], (void **)&d->y[t], out, sizeof(float))) ||
-            (err = reg_vec(&d->hdy[t], (void **)&d->dy[t], out, sizeof(float))))
+        if ((err = sc_vector_new(&d->hy[t], (void **)&d->y[t], out, sizeof(float))) ||
+            (err = sc_vector_new(&d->hdy[t], (void **)&d->dy[t], out, sizeof(float))))
             return err;
-        if (l->scratch_bytes && (err = reg_vec(&d->hscratch[t], &d->scratch[t], l->scratch_bytes, 1)))
+        if (l->scratch_bytes && (err = sc_vector_new(&d->hscratch[t], &d->scratch[t], l->scratch_bytes, 1)))
             return err;
     }
     if (!l->nparams || d->replicated)
@@ -486,7 +470,7 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     ALLOC_ARRAY(d->tile_g, T);
     ALLOC_ARRAY(d->htile_g, T);
     for (int t = 1; t < T; t++)
-        if ((err = reg_vec(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
+        if ((err = sc_vector_new(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
             return err;
     return 0;
 }
@@ -519,7 +503,7 @@ static int plan_gradient_sums(struct sc_net *net)
             ALLOC_ARRAY(d->dx_own, T);
             ALLOC_ARRAY(d->hdx_own, T);
             for (int t = 0; t < T; t++)
-                if ((err = reg_vec(&d->hdx_own[t], (void **)&d->dx_own[t], n, sizeof(float))))
+                if ((err = sc_vector_new(&d->hdx_own[t], (void **)&d->dx_own[t], n, sizeof(float))))
                     return err;
             ds->contrib[ds->ncontrib++] = d->hdx_own;
         }
@@ -677,8 +661,8 @@ static int plan_exchanges(struct sc_net *net, int l)
         ALLOC_ARRAY(d->hxin, T);
         ALLOC_ARRAY(d->hdxin, T);
         for (int t = 0; t < T; t++)
-            if ((err = reg_vec(&d->hxin[t], (void **)&d->xin[t], n, sizeof(float))) ||
-                (err = reg_vec(&d->hdxin[t], (void **)&d->dxin[t], n, sizeof(float))))
+            if ((err = sc_vector_new(&d->hxin[t], (void **)&d->xin[t], n, sizeof(float))) ||
+                (err = sc_vector_new(&d->hdxin[t], (void **)&d->dxin[t], n, sizeof(float))))
                 return err;
         snprintf(d->redist_name, sizeof(d->redist_name), "%s.redistribute", L->name);
         snprintf(d->assemble_name, sizeof(d->assemble_name), "%s.assemble", L->name);
@@ -746,9 +730,9 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
     struct sc_net_dist *D = net->dist;
     int P = D->rt->size, T = D->ntiles, PT = P * T, err;
     size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
-    if ((err = reg_vec(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
-        (err = reg_vec(&d->hv, (void **)&d->own_v, l->nparams, sizeof(float))) ||
-        (err = reg_vec(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
+    if ((err = sc_vector_new(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->hv, (void **)&d->own_v, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
         return err;
     d->v = d->own_v;
     l->ops->init(l, d->w, seed);
@@ -759,10 +743,10 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
     ALLOC_ARRAY(d->hdyr, PT);
     ALLOC_ARRAY(d->hpg, PT);
     for (int i = 0; i < PT; i++) {
-        if (i / T != D->rt->rank && ((err = reg_vec(&d->hxr[i], (void **)&d->xr[i], in, sizeof(float))) ||
-                                     (err = reg_vec(&d->hdyr[i], (void **)&d->dyr[i], out, sizeof(float)))))
+        if (i / T != D->rt->rank && ((err = sc_vector_new(&d->hxr[i], (void **)&d->xr[i], in, sizeof(float))) ||
+                                     (err = sc_vector_new(&d->hdyr[i], (void **)&d->dyr[i], out, sizeof(float)))))
             return err;
-        if (i > 0 && (err = reg_vec(&d->hpg[i], (void **)&d->pg[i], l->nparams, sizeof(float))))
+        if (i > 0 && (err = sc_vector_new(&d->hpg[i], (void **)&d->pg[i], l->nparams, sizeof(float))))
             return err;
     }
     d->hpg[0] = d->hg;
@@ -819,9 +803,9 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
         snprintf(b->name, sizeof(b->name), "%s", lo->name);
     else
         snprintf(b->name, sizeof(b->name), "%s-%s", lo->name, hi->name);
-    if ((err = reg_vec(&b->hw, (void **)&b->w, b->n, sizeof(float))) ||
-        (err = reg_vec(&b->hv, (void **)&b->v, b->n, sizeof(float))) ||
-        (err = reg_vec(&b->hg, (void **)&b->g, b->n, sizeof(float))))
+    if ((err = sc_vector_new(&b->hw, (void **)&b->w, b->n, sizeof(float))) ||
+        (err = sc_vector_new(&b->hv, (void **)&b->v, b->n, sizeof(float))) ||
+        (err = sc_vector_new(&b->hg, (void **)&b->g, b->n, sizeof(float))))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
         struct sc_layer *l = &net->layers[b->layer[i]];
@@ -1022,10 +1006,10 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     size_t labels = (size_t)last->tile_max * (loss->whole_sample ? 1 : sc_box_area(last->in_box));
     D->loss_pixels = loss->whole_sample ? 1 : loss->in.h * loss->in.w;
     for (int t = 0; t < T; t++)
-        if ((err = reg_vec(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tile_max * pixels, sizeof(float))) ||
-            (err = reg_vec(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
-            (err = reg_vec(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
-            (err = reg_vec(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
+        if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tile_max * pixels, sizeof(float))) ||
+            (err = sc_vector_new(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
+            (err = sc_vector_new(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
+            (err = sc_vector_new(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
             return err;
     for (int l = 0; l < net->nlayers && replicate; l++)
         if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
@@ -1053,6 +1037,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             return err;
     if (D->comm.gate_updates && (err = sc_gate_create(&D->gate, rt->comm, "nonfinite")))
         return err;
+    if (D->gate && D->nccl) /* D->nccl is made above */
+        sc_gate_use_nccl(D->gate, D->nccl);
     plan_priorities(net);
     summarize(net);
     snprintf(D->load_name, sizeof(D->load_name), "input.load");
@@ -1065,33 +1051,33 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
     int T = D->ntiles, PT = D->rt->size * T;
     for (int t = 0; t < T; t++) {
         if (d->hy)
-            unreg_vec(d->hy[t], d->y[t]);
+            sc_vector_free(d->hy[t], d->y[t]);
         if (d->hdy)
-            unreg_vec(d->hdy[t], d->dy[t]);
+            sc_vector_free(d->hdy[t], d->dy[t]);
         if (d->hscratch)
-            unreg_vec(d->hscratch[t], d->scratch[t]);
+            sc_vector_free(d->hscratch[t], d->scratch[t]);
         if (d->htile_g && t > 0)
-            unreg_vec(d->htile_g[t], d->tile_g[t]);
+            sc_vector_free(d->htile_g[t], d->tile_g[t]);
     }
     for (int i = 0; i < PT; i++) {
         if (d->hxr)
-            unreg_vec(d->hxr[i], d->xr[i]);
+            sc_vector_free(d->hxr[i], d->xr[i]);
         if (d->hdyr)
-            unreg_vec(d->hdyr[i], d->dyr[i]);
+            sc_vector_free(d->hdyr[i], d->dyr[i]);
         if (d->hpg && i > 0)
-            unreg_vec(d->hpg[i], d->pg[i]);
+            sc_vector_free(d->hpg[i], d->pg[i]);
     }
     if (d->replicated) {
-        unreg_vec(d->hw, d->w);
-        unreg_vec(d->hv, d->own_v);
-        unreg_vec(d->hg, d->g);
+        sc_vector_free(d->hw, d->w);
+        sc_vector_free(d->hv, d->own_v);
+        sc_vector_free(d->hg, d->g);
     }
     for (int t = 0; d->hxin && t < T; t++) {
-        unreg_vec(d->hxin[t], d->xin[t]);
-        unreg_vec(d->hdxin[t], d->dxin[t]);
+        sc_vector_free(d->hxin[t], d->xin[t]);
+        sc_vector_free(d->hdxin[t], d->dxin[t]);
     }
     for (int t = 0; d->hdx_own && t < T; t++)
-        unreg_vec(d->hdx_own[t], d->dx_own[t]);
+        sc_vector_free(d->hdx_own[t], d->dx_own[t]);
     free(d->contrib), free(d->dx_own), free(d->hdx_own);
     sc_fetch_destroy(d->redist_fwd);
     sc_fetch_destroy(d->redist_bwd);
@@ -1118,9 +1104,9 @@ static void destroy_bucket(struct bucket *b)
         starpu_data_unpartition_submit(b->hg, b->nlayers, b->lg, STARPU_MAIN_RAM);
         starpu_data_partition_clean(b->hg, b->nlayers, b->lg);
     }
-    unreg_vec(b->hw, b->w);
-    unreg_vec(b->hv, b->v);
-    unreg_vec(b->hg, b->g);
+    sc_vector_free(b->hw, b->w);
+    sc_vector_free(b->hv, b->v);
+    sc_vector_free(b->hg, b->g);
     free(b->lw), free(b->lg), free(b->layer);
 }
 
@@ -1142,13 +1128,13 @@ void sc_net_destroy(struct sc_net *net)
         sc_nccl_destroy(D->nccl);
         for (int t = 0; t < D->ntiles; t++) {
             if (D->hx0)
-                unreg_vec(D->hx0[t], D->x0[t]);
+                sc_vector_free(D->hx0[t], D->x0[t]);
             if (D->hlabels)
-                unreg_vec(D->hlabels[t], D->labels[t]);
+                sc_vector_free(D->hlabels[t], D->labels[t]);
             if (D->hstats)
-                unreg_vec(D->hstats[t], D->stats[t]);
+                sc_vector_free(D->hstats[t], D->stats[t]);
             if (D->heval_acc)
-                unreg_vec(D->heval_acc[t], D->eval_acc[t]);
+                sc_vector_free(D->heval_acc[t], D->eval_acc[t]);
         }
         free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
         free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld), free(D->buckets);
@@ -1252,8 +1238,9 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
         }
         if (train && d->replicated) {
             sc_task_set_priority(d->comm_priority);
-            err = sc_tiles_allgather_submit(D->rt->comm, D->ntiles, d->tag_x, x_tiles(net, l), d->hxr,
-                                            d->gather_x);
+            err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, D->ntiles, x_tiles(net, l), d->hxr, d->gather_x)
+                          : sc_tiles_allgather_submit(D->rt->comm, D->ntiles, d->tag_x, x_tiles(net, l), d->hxr,
+                                                      d->gather_x);
             sc_task_set_priority(D->critical_priority);
             if (err)
                 return err;
@@ -1271,7 +1258,9 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
     struct layer_data *d = &D->ld[l];
     int P = D->rt->size, T = D->ntiles, me = D->rt->rank, err;
     sc_task_set_priority(d->comm_priority);
-    if ((err = sc_tiles_allgather_submit(D->rt->comm, T, d->tag_dy, d->hdy, d->hdyr, d->gather_dy)))
+    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, T, d->hdy, d->hdyr, d->gather_dy)
+                  : sc_tiles_allgather_submit(D->rt->comm, T, d->tag_dy, d->hdy, d->hdyr, d->gather_dy);
+    if (err)
         return err;
     for (int q = 0; q < P; q++)
         for (int t = 0; t < T; t++) {

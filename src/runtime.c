@@ -130,6 +130,25 @@ static int cuda_worker_count(void)
     int n = 0;
     return cudaGetDeviceCount(&n) == cudaSuccess ? n : 0;
 }
+
+/* Unless the user chose the CUDA workers: with several ranks on a node and
+ * several GPUs, local rank r takes device r mod ngpus as its one CUDA
+ * worker, so that ranks do not all crowd onto every GPU (and NCCL, which
+ * refuses two ranks on one GPU, works).  With one GPU, every rank keeps
+ * it.  Before StarPU reads its environment. */
+static void spread_gpus(void)
+{
+    const char *size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *rank = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int ngpus = 0;
+    if (getenv("STARPU_NCUDA") || getenv("STARPU_WORKERS_CUDAID") || !size || !rank || atoi(size) < 2 ||
+        atoi(rank) < 0 || cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 2)
+        return;
+    char dev[16];
+    snprintf(dev, sizeof(dev), "%d", atoi(rank) % ngpus);
+    setenv("STARPU_WORKERS_CUDAID", dev, 1);
+    setenv("STARPU_NCUDA", "1", 1);
+    SC_LOG(2, "CUDA device %s of %d for local rank %s of %s", dev, ngpus, rank, size);
+}
 #endif
 
 /* CPU workers: STARPU_NCPU if set, else the cores shared among the ranks of
@@ -251,6 +270,9 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     if (sched && !sc_runtime_policy_valid(sched))
         return abandon_init(rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
                                          sc_runtime_policies()));
+#ifdef SC_USE_CUDA
+    spread_gpus();
+#endif
     struct starpu_conf conf;
     starpu_conf_init(&conf);
     if (sched)

@@ -38,6 +38,28 @@ struct sc_ring {
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
 
+int sc_vector_new(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
+{
+    size_t bytes = (n ? n : 1) * elem;
+    if (starpu_malloc_flags(mem, bytes, STARPU_MALLOC_PINNED)) {
+        *mem = NULL;
+        *h = NULL;
+        return sc_error(SC_ERR_NOMEM, "out of memory (%zu bytes)", bytes);
+    }
+    memset(*mem, 0, bytes);
+    starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)*mem, (uint32_t)(n ? n : 1), elem);
+    return 0;
+}
+
+void sc_vector_free(starpu_data_handle_t h, void *mem)
+{
+    if (!h)
+        return; /* sc_vector_new registers whatever it allocates */
+    size_t bytes = (size_t)starpu_vector_get_nx(h) * starpu_vector_get_elemsize(h);
+    starpu_data_unregister(h);
+    starpu_free_flags(mem, bytes, STARPU_MALLOC_PINNED);
+}
+
 static void partition_plan(starpu_data_handle_t vec, int parts, starpu_data_handle_t *children)
 {
     struct starpu_data_filter f = {
@@ -63,9 +85,9 @@ static int ring_alloc(struct sc_ring *r)
         int s = i / r->nseg, j = i % r->nseg;
         size_t nx = r->chain ? starpu_vector_get_nx(r->vec)
                              : starpu_vector_get_nx(r->piece[mod(r->rank - s - 1, r->size) * r->nseg + j]);
-        if (!(r->recv_mem[i] = malloc((nx ? nx : 1) * sizeof(float))))
-            return sc_error(SC_ERR_NOMEM, "out of memory for a receive buffer");
-        starpu_vector_data_register(&r->recv[i], STARPU_MAIN_RAM, (uintptr_t)r->recv_mem[i], nx, sizeof(float));
+        int err = sc_vector_new(&r->recv[i], (void **)&r->recv_mem[i], nx, sizeof(float));
+        if (err)
+            return err;
     }
     return 0;
 }
@@ -109,11 +131,8 @@ void sc_ring_destroy(struct sc_ring *r)
         return;
     if (r->piece && r->piece[0])
         starpu_data_partition_clean(r->vec, r->size * r->nseg, r->piece);
-    for (int i = 0; r->recv && i < r->nrecv; i++) {
-        if (r->recv[i])
-            starpu_data_unregister(r->recv[i]);
-        free(r->recv_mem[i]);
-    }
+    for (int i = 0; r->recv && i < r->nrecv; i++)
+        sc_vector_free(r->recv[i], r->recv_mem[i]);
     free(r->piece);
     free(r->recv);
     free(r->recv_mem);
@@ -411,6 +430,7 @@ struct sc_gate {
     float count;
     starpu_data_handle_t h;
     struct sc_ring *sum;
+    struct sc_nccl *nccl;            /* NULL: the ring's tasks */
     char zero_name[64], check_name[64];
 };
 
@@ -451,8 +471,15 @@ int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad)
     return sc_insert_count_nonfinite(g->h, grad, g->check_name);
 }
 
+void sc_gate_use_nccl(struct sc_gate *g, struct sc_nccl *n)
+{
+    g->nccl = n;
+}
+
 int sc_gate_close_submit(struct sc_gate *g)
 {
+    if (g->nccl)
+        return sc_nccl_allreduce_submit(g->nccl, g->h, g->sum->comm_name);
     return sc_ring_allreduce_submit(g->sum);
 }
 

@@ -54,9 +54,9 @@ static int add_piece(struct piece **v, int *n, struct piece p)
 static int alloc_piece(struct sc_fetch *f, struct piece *p)
 {
     size_t n = (size_t)p->desc.n * f->channels * sc_box_area(p->desc.box);
-    if (!(p->mem = malloc(n * sizeof(float))))
-        return sc_error(SC_ERR_NOMEM, "out of memory (%zu bytes for an exchange)", n * sizeof(float));
-    starpu_vector_data_register(&p->h, STARPU_MAIN_RAM, (uintptr_t)p->mem, (uint32_t)n, sizeof(float));
+    int err = sc_vector_new(&p->h, (void **)&p->mem, n, sizeof(float));
+    if (err)
+        return err;
     f->bytes += n * sizeof(float);
     return 0;
 }
@@ -138,9 +138,7 @@ void sc_fetch_destroy(struct sc_fetch *f)
         return;
     for (int i = 0; i < f->nsend + f->nrecv; i++) {
         struct piece *p = i < f->nsend ? &f->send[i] : &f->recv[i - f->nsend];
-        if (p->h)
-            starpu_data_unregister(p->h);
-        free(p->mem);
+        sc_vector_free(p->h, p->mem);
     }
     free(f->send);
     free(f->recv);

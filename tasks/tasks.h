@@ -62,17 +62,30 @@ int sc_gate_open_submit(struct sc_gate *g);
 int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad);
 int sc_gate_close_submit(struct sc_gate *g);
 starpu_data_handle_t sc_gate_handle(const struct sc_gate *g);
+/* From now on g sums its count with an NCCL allreduce instead of its ring
+ * (--collectives nccl), so that it takes its place in the one order of the
+ * rank's NCCL calls, the same on every rank. */
+struct sc_nccl;
+void sc_gate_use_nccl(struct sc_gate *g, struct sc_nccl *n);
 
 /* NCCL collectives (--collectives nccl; tasks/nccl.c): one communicator
  * per rank over comm, driven by this rank's first CUDA worker.  create is
  * collective; without NCCL built in, or without a CUDA worker, it fails
- * with SC_ERR_ARG.  allreduce: vec = its sum over the ranks, as one
+ * with SC_ERR_ARG; NCCL needs one GPU per rank (SC_ERR_RUNTIME when ranks
+ * share one).  allreduce: vec = its sum over the ranks, as one
  * ncclAllReduce in a CUDA task; all NCCL tasks of a rank run in
  * submission order, so that every rank issues them in the same order. */
 struct sc_nccl;
 int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm);
 void sc_nccl_destroy(struct sc_nccl *n);
 int sc_nccl_allreduce_submit(struct sc_nccl *n, starpu_data_handle_t vec, const char *name);
+/* sc_tiles_allgather_submit over NCCL (no tags): rank q's tile t lands in
+ * remote[q * ntiles + t] (this rank's own entries are not used), as one
+ * CUDA task that reads the tiles, writes the peers' buffers, and issues
+ * one group of ncclSend/ncclRecv.  Tiles and buffers: vectors of floats,
+ * all of one tile's size. */
+int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, int ntiles, starpu_data_handle_t *local,
+                                   starpu_data_handle_t *remote, const char *name);
 /* From now on s reduces its gradient with an NCCL allreduce and every rank
  * updates the whole of its weights and momentum (no allgather). */
 void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n);
@@ -92,6 +105,14 @@ int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *s
  * peers' tiles are due then too.  Non-blocking. */
 int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,
                               starpu_data_handle_t *remote, const char *name);
+
+/* A vector handle of n elements of elem bytes (n 0: one) over zeroed host
+ * memory, and its end.  The memory is pinned where this rank has CUDA
+ * workers (starpu_malloc_flags decides), so that StarPU's copies to and
+ * from the GPUs are asynchronous DMA overlapping the kernels; plain
+ * aligned memory otherwise.  sc_vector_free(NULL, ...) does nothing. */
+int sc_vector_new(starpu_data_handle_t *h, void **mem, size_t n, size_t elem);
+void sc_vector_free(starpu_data_handle_t h, void *mem);
 
 /* A whole handle to or from one peer, at the submitting thread's current
  * priority, with a trace record under name while a trace is recorded.

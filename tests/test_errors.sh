@@ -83,6 +83,12 @@ expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L
 expect "--collectives nccl without NCCL or a CUDA worker" \
   "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
   --collectives nccl
+# The cuDNN workspace limit is checked in the CUDA build, GPU or not.
+if grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
+  export SC_CUDNN_WORKSPACE_MB=64x
+  expect "bad SC_CUDNN_WORKSPACE_MB" "SC_CUDNN_WORKSPACE_MB: '64x' is not a size in MiB" 1 $L --data "$DATA"
+  unset SC_CUDNN_WORKSPACE_MB
+fi
 cfg "$net" '[convolutional]' 'filters=10' 'size=1' '[softmax]' 'per_pixel=1'
 expect "per-pixel loss on image data" "needs per-pixel labels" 1 --model "$WORK/m.cfg" --data "$DATA" --iters 1
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
