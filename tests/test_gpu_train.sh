@@ -33,6 +33,18 @@ else
   echo "$out"
   fail "1 rank, CUDA + CPU worker vs CPU"
 fi
+# cuDNN limited to algorithms without workspace (the scratch handle is 4
+# bytes then).
+SC_CUDNN_WORKSPACE_MB=0 STARPU_NCUDA=1 STARPU_SCHED=dmda run 1 1 $args --save "$WORK/gpu0.st" >"$WORK/gpu0.out" 2>&1 || {
+  cat "$WORK/gpu0.out"
+  fail "GPU run, SC_CUDNN_WORKSPACE_MB=0"
+}
+if out=$("$COMPARE" "$WORK/gpu0.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
+  ok "1 rank, no cuDNN workspace, vs CPU: $out"
+else
+  echo "$out"
+  fail "1 rank, no cuDNN workspace, vs CPU"
+fi
 
 # GPUs the ranks can use: nvidia-smi's list where there is one, else the
 # device files, at most as many as CUDA_VISIBLE_DEVICES names.
@@ -45,7 +57,9 @@ if [ -n "${CUDA_VISIBLE_DEVICES+x}" ]; then
   [ "$n" -lt "$ngpus" ] && ngpus=$n
 fi
 
-# 2 ranks, tasks vs NCCL collectives.  tasks: both ranks on one GPU
+# 2 ranks, tasks vs NCCL collectives, with a replicated fc1 (its inputs
+# and errors allgathered) and the --nonfinite skip gate (its count summed),
+# so that every NCCL collective runs.  tasks: both ranks on one GPU
 # (STARPU_NCUDA=1 takes device 0), as on a test machine.  nccl: NCCL
 # refuses two ranks on one GPU ("Duplicate GPU detected"), so it needs two,
 # and leaves the CUDA workers to the default, which gives each local rank
@@ -61,7 +75,7 @@ for coll in tasks nccl; do
     else
       export STARPU_NCUDA=1
     fi
-    STARPU_SCHED=dmda run 2 1 $args --collectives $coll --save "$WORK/$coll.st"
+    STARPU_SCHED=dmda run 2 1 $args --fc-replicate 1 --nonfinite skip --collectives $coll --save "$WORK/$coll.st"
   ) >"$WORK/$coll.out" 2>&1; then
     if out=$("$COMPARE" "$WORK/$coll.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
       ok "2 ranks with GPUs, --collectives $coll vs 1 CPU rank: $out"
