@@ -103,7 +103,8 @@ int sc_codelets_init(void)
 #endif
     starpu_execute_on_each_worker(single_thread, NULL, STARPU_CPU);
 #ifdef SC_USE_CUDA
-    sc_cuda_init(); /* the CUDA workers' cuDNN/cuBLAS handles */
+    if ((err = sc_cuda_init())) /* the CUDA workers' cuDNN/cuBLAS handles */
+        return err;
 #endif
     if (!workspace)
         starpu_vector_data_register(&workspace, -1, 0, (uint32_t)ws_bytes, 1);
@@ -256,9 +257,11 @@ int sc_exec(dnnl_primitive_t p, dnnl_stream_t s, int nargs, const dnnl_exec_arg_
                    dnnl_stream_wait(s) == dnnl_success ? 0 : -1;
 }
 
+/* Called from the oneDNN and the CUDA paths alike; the CUDA, cuDNN and
+ * cuBLAS checks print the library's error before it, where there is one. */
 void sc_kernel_failed(const char *op)
 {
-    fprintf(stderr, "starconv: %s: oneDNN execution failed\n", op);
+    fprintf(stderr, "starconv: %s: the kernel failed; its outputs are not valid\n", op);
 }
 
 void *sc_worker_buf(int i, size_t bytes)

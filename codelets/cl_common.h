@@ -92,10 +92,11 @@ static inline int sc_pad_r(int i, int k, int s, int pl, int o)
 int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op,
                  const char *what);
 /* Closes the argument list of every wrapper's starpu_task_insert: the
- * task's name, priority and, while a trace is recorded, its record. */
+ * task's name, priority, the workers it may run on and, while a trace is
+ * recorded, its record. */
 #define SC_TASK_ATTRS(name)                                                                                  \
-    STARPU_NAME, (name), STARPU_PRIORITY, sc_task_priority(), STARPU_CALLBACK_WITH_ARG_NFREE,                     \
-        sc_trace_task_callback(), sc_trace_new_rec((name), SC_REC_TASK)
+    STARPU_NAME, (name), STARPU_PRIORITY, sc_task_priority(), STARPU_EXECUTE_WHERE, sc_task_where_mask(),    \
+        STARPU_CALLBACK_WITH_ARG_NFREE, sc_trace_task_callback(), sc_trace_new_rec((name), SC_REC_TASK)
 
 /* The oneDNN kernels behind the codelets, for the region kernels, which
  * run them on windows they assemble.  which: 0 forward (in0 x, in1

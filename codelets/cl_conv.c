@@ -285,16 +285,20 @@ struct conv_cuda_algos {
     size_t ws[3];
 };
 
-/* Heuristics list the algorithms best first; take the first that cuDNN
- * says works for this shape in FMA math within the workspace limit, else
- * the first that works within it. */
+/* Heuristics list the algorithms best first.  Only FMA-math entries: the
+ * descriptor is set to CUDNN_FMA_MATH (no TF32), so others would not run
+ * as listed.  Deterministic ones first: the atomics of the others change
+ * the last bits from run to run, and a replicated layer's gradient, which
+ * every rank computes for itself, must have the same bits on every rank;
+ * else the first that fits the workspace limit. */
 #define PICK_ALGO(perf, count, limit, out, ws_out)                                                              \
     do {                                                                                                        \
         int found_ = 0;                                                                                         \
         for (int pass_ = 0; pass_ < 2 && !found_; pass_++)                                                      \
             for (int i_ = 0; i_ < (count) && !found_; i_++)                                                     \
                 if ((perf)[i_].status == CUDNN_STATUS_SUCCESS && (perf)[i_].memory <= (limit) &&                \
-                    (pass_ || (perf)[i_].mathType == CUDNN_FMA_MATH)) {                                         \
+                    (perf)[i_].mathType == CUDNN_FMA_MATH &&                                                    \
+                    (pass_ || (perf)[i_].determinism == CUDNN_DETERMINISTIC)) {                                 \
                     (out) = (perf)[i_].algo;                                                                    \
                     (ws_out) = (perf)[i_].memory;                                                               \
                     found_ = 1;                                                                                 \

@@ -130,10 +130,23 @@ int sc_cuda_workspace_bytes(size_t *bytes)
     return 0;
 }
 
-void sc_cuda_init(void)
+int sc_cuda_init(void)
 {
-    if (starpu_cuda_worker_get_count() > 0)
-        starpu_execute_on_each_worker(init_worker, NULL, STARPU_CUDA);
+    int ids[STARPU_NMAXWORKERS];
+    int n = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, ids, STARPU_NMAXWORKERS);
+    if (n <= 0)
+        return 0;
+    starpu_execute_on_each_worker(init_worker, NULL, STARPU_CUDA);
+    /* A worker left without handles would take tasks and leave their
+     * outputs unwritten: stop here instead. */
+    for (int i = 0; i < n; i++)
+        if (!workers[ids[i]].ready) {
+            char name[64];
+            starpu_worker_get_name(ids[i], name, sizeof name);
+            return sc_error(SC_ERR_RUNTIME, "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (see the "
+                            "error above); run without it (STARPU_NCUDA=0) or check the GPU", name);
+        }
+    return 0;
 }
 
 void sc_cuda_shutdown(void)

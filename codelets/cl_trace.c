@@ -22,6 +22,18 @@ int sc_task_priority(void)
     return priority;
 }
 
+static enum sc_where where = SC_WHERE_ANY;
+
+void sc_task_set_where(enum sc_where w)
+{
+    where = w;
+}
+
+unsigned long long sc_task_where_mask(void)
+{
+    return where == SC_WHERE_CPU ? STARPU_CPU : where == SC_WHERE_CUDA ? STARPU_CUDA : (unsigned long long)-1;
+}
+
 /* Records live in fixed-size blocks that never move; only the submitting
  * thread allocates, callbacks only write into the record they were given. */
 #define BLOCK 4096

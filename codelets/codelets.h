@@ -155,6 +155,13 @@ int sc_insert_count_nonfinite(starpu_data_handle_t count, starpu_data_handle_t g
  * clamped to the scheduler's range (policies without priorities ignore it). */
 void sc_task_set_priority(int prio);
 int sc_task_priority(void);
+/* The kind of worker that the tasks the calling thread submits from now on
+ * may run on (default SC_WHERE_ANY).  For computations that must give the
+ * same bits on every rank: a CPU and a GPU kernel sum in other orders. */
+enum sc_where { SC_WHERE_ANY, SC_WHERE_CPU, SC_WHERE_CUDA };
+void sc_task_set_where(enum sc_where where);
+/* As starpu_task::where takes it (-1: wherever the codelet can run). */
+unsigned long long sc_task_where_mask(void);
 
 /* Trace records.  While recording is on, every task a wrapper submits gets a
  * record that its completion fills (worker, start and end from StarPU's

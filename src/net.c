@@ -353,6 +353,7 @@ struct sc_net_dist {
     int nbuckets;
     struct sc_gate *gate;            /* comm.gate_updates: the batch's verdict */
     struct sc_nccl *nccl;            /* comm.nccl on more than one rank */
+    enum sc_where replicated_where;  /* the workers of replicated layers' gradients */
     int critical_priority;
     char load_name[16], acc_name[24], summary[96];
 };
@@ -437,6 +438,30 @@ static int plan_layouts(struct sc_net *net)
             ALLOC_ARRAY(d->split, T);
             ALLOC_ARRAY(d->split_ctx, T);
         }
+    }
+    return 0;
+}
+
+/* NCCL kernels wait on the GPU for every rank to join, on the stream of the
+ * worker that also runs compute tasks.  That is safe only when every
+ * transfer between ranks is an NCCL call in the one order: a StarPU-MPI
+ * transfer (a halo, a redistribution, a group sum) whose source task sits
+ * behind an NCCL kernel on that stream can be what another rank needs to
+ * reach the same NCCL call, and both wait for ever.  So NCCL takes only
+ * grids that split samples alone. */
+static int check_nccl_grids(const struct sc_net *net)
+{
+    const struct sc_net_dist *D = net->dist;
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_grid *g = &D->ld[l].lin.grid;
+        if (net->layers[l].alias || g->extent[SC_DIM_N] == D->rt->size)
+            continue;
+        char spec[64];
+        sc_grid_format(g, spec, sizeof spec);
+        return sc_error(SC_ERR_ARG, "--collectives nccl: layer %s is split as %s; NCCL takes only sample "
+                        "parallelism (n%d for every layer), as the halo exchanges and redistributions of other grids "
+                        "are StarPU-MPI transfers that could wait behind an NCCL call on the GPU; use --collectives "
+                        "tasks", net->layers[l].name, spec, D->rt->size);
     }
     return 0;
 }
@@ -1016,6 +1041,12 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             D->ld[l].replicated = 1;
             replicate--;
         }
+    /* Every rank computes a replicated layer's gradient for itself and must
+     * get the same bits: on CUDA workers where every rank has one, else on
+     * CPU workers, never some pieces on either. */
+    int all_cuda = rt->ncuda > 0;
+    MPI_Allreduce(MPI_IN_PLACE, &all_cuda, 1, MPI_INT, MPI_MIN, rt->ctl);
+    D->replicated_where = all_cuda ? SC_WHERE_CUDA : SC_WHERE_CPU;
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         struct sc_layer *L = &net->layers[l];
@@ -1030,7 +1061,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             return err;
     if ((err = plan_buckets(net)))
         return err;
-    if (D->comm.nccl && rt->size > 1 && (err = sc_nccl_create(&D->nccl, rt->comm)))
+    if (D->comm.nccl && rt->size > 1 && ((err = check_nccl_grids(net)) || (err = sc_nccl_create(&D->nccl, rt->comm))))
         return err;
     for (int i = 0; i < D->nbuckets; i++)
         if ((err = setup_bucket(net, &D->buckets[i], seed)))
@@ -1262,17 +1293,20 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
                   : sc_tiles_allgather_submit(D->rt->comm, T, d->tag_dy, d->hdy, d->hdyr, d->gather_dy);
     if (err)
         return err;
-    for (int q = 0; q < P; q++)
-        for (int t = 0; t < T; t++) {
+    sc_task_set_where(D->replicated_where);
+    for (int q = 0; q < P && !err; q++)
+        for (int t = 0; t < T && !err; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (q != me) {
                 io.x = d->hxr[q * T + t];
                 io.dy = d->hdyr[q * T + t];
             }
             io.dparams = d->hpg[q * T + t];
-            if ((err = layer->ops->param_grad(layer, &io)))
-                return err;
+            err = layer->ops->param_grad(layer, &io);
         }
+    sc_task_set_where(SC_WHERE_ANY);
+    if (err)
+        return err;
     sc_task_set_priority(d->grad_priority);
     for (int i = 1; i < P * T; i++)
         if ((err = sc_insert_accumulate(d->hg, d->hpg[i], d->acc_name)))

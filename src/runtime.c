@@ -117,6 +117,20 @@ static void *drive_worker(void *arg)
     return NULL;
 }
 
+/* This rank among the ranks of its node (shared memory), whatever
+ * launcher started them: set by find_node_ranks() right after MPI_Init. */
+static int node_rank, node_size = 1;
+
+static void find_node_ranks(void)
+{
+    MPI_Comm node;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
+        return;
+    MPI_Comm_rank(node, &node_rank);
+    MPI_Comm_size(node, &node_size);
+    MPI_Comm_free(&node);
+}
+
 #ifdef SC_USE_CUDA
 #include <cuda_runtime_api.h>
 
@@ -138,16 +152,15 @@ static int cuda_worker_count(void)
  * it.  Before StarPU reads its environment. */
 static void spread_gpus(void)
 {
-    const char *size = getenv("OMPI_COMM_WORLD_LOCAL_SIZE"), *rank = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
     int ngpus = 0;
-    if (getenv("STARPU_NCUDA") || getenv("STARPU_WORKERS_CUDAID") || !size || !rank || atoi(size) < 2 ||
-        atoi(rank) < 0 || cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 2)
+    if (getenv("STARPU_NCUDA") || getenv("STARPU_WORKERS_CUDAID") || node_size < 2 ||
+        cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 2)
         return;
     char dev[16];
-    snprintf(dev, sizeof(dev), "%d", atoi(rank) % ngpus);
+    snprintf(dev, sizeof(dev), "%d", node_rank % ngpus);
     setenv("STARPU_WORKERS_CUDAID", dev, 1);
     setenv("STARPU_NCUDA", "1", 1);
-    SC_LOG(2, "CUDA device %s of %d for local rank %s of %s", dev, ngpus, rank, size);
+    SC_LOG(2, "CUDA device %s of %d for local rank %d of %d", dev, ngpus, node_rank, node_size);
 }
 #endif
 
@@ -160,9 +173,7 @@ static int cpu_worker_count(void)
     if (env && atoi(env) >= 0)
         return atoi(env);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *local = getenv("OMPI_COMM_WORLD_LOCAL_SIZE");
-    int per_node = local && atoi(local) > 0 ? atoi(local) : 1;
-    int n = (int)(cores / per_node);
+    int n = (int)(cores / node_size);
 #ifdef SC_USE_CUDA
     n -= cuda_worker_count();
 #endif
@@ -261,6 +272,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     MPI_Comm_size(rt->comm, &rt->size);
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->ctl);
     sc_log_set_rank(rt->rank);
+    find_node_ranks();
     /* Right after MPI_Init, which the ranks leave together: the watch then
      * also covers StarPU's start, and the whole run up to MPI_Finalize. */
     int werr = sc_watchdog_start(MPI_COMM_WORLD, peer_timeout_value());
@@ -307,6 +319,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
         return abandon_init(rt, err);
     }
     rt->ncpu = (int)starpu_cpu_worker_get_count();
+    rt->ncuda = starpu_worker_get_count_by_type(STARPU_CUDA_WORKER);
     if ((err = sc_codelets_init())) {
         sc_codelets_shutdown();
         stop_drivers();

@@ -7,6 +7,7 @@
 struct sc_runtime {
     int rank, size;
     int ncpu;          /* CPU workers of this rank */
+    int ncuda;         /* CUDA workers of this rank */
     MPI_Comm comm;     /* StarPU-MPI transfers */
     MPI_Comm ctl;      /* the main thread's own collectives (logging, checkpoints) */
 };

@@ -69,7 +69,7 @@ static const char usage[] =
     "  --priorities on|off  task priorities from the critical path (default on)\n"
     "  --collectives tasks|nccl  the gradient sums of the buckets: StarPU-MPI transfers and\n"
     "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
-    "                       (needs a CUDA build and a CUDA worker per rank)\n"
+    "                       (needs a CUDA build, a GPU per rank and sample parallelism only)\n"
     "\n"
     "How layers are split (Dryden et al.):\n"
     "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"

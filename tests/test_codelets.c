@@ -528,6 +528,28 @@ static void test_sgd(int n)
         rm(&g[k]);
 }
 
+/* sc_task_set_where reaches the tasks: with CPU workers only, a task kept
+ * to CUDA workers cannot be submitted, and one kept to CPU workers runs. */
+static void test_where(int n)
+{
+    struct buf d = mkv(n, RANDOM), s = mkv(n, RANDOM);
+    double *ref = malloc(n * sizeof(double));
+    for (int i = 0; i < n; i++)
+        ref[i] = d.p[i] + s.p[i];
+    sc_task_set_where(SC_WHERE_CUDA);
+    int on_cuda = sc_insert_accumulate(d.h, s.h, "accumulate on CUDA");
+    sc_task_set_where(SC_WHERE_CPU);
+    int on_cpu = sc_insert_accumulate(d.h, s.h, "accumulate on CPU");
+    sc_task_set_where(SC_WHERE_ANY);
+    starpu_task_wait_for_all();
+    unreg(&d), unreg(&s);
+    report(on_cuda != 0 && on_cpu == 0, "a task kept to CUDA workers is refused without one; kept to CPU, it runs",
+           0.0);
+    check("accumulate kept to CPU workers", &d, ref, 0.0);
+    free(ref);
+    rm(&d), rm(&s);
+}
+
 /* ---- the argument checks of the submit wrappers ---- */
 
 static void test_rejects(void)
@@ -687,6 +709,8 @@ int main(void)
     test_load_batch();
     test_accumulate(1003);
     test_sgd(1003);
+    if (starpu_worker_get_count_by_type(STARPU_CUDA_WORKER) == 0)
+        test_where(101);
     test_rejects();
     test_gradients();
 

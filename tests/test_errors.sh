@@ -83,6 +83,10 @@ expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L
 expect "--collectives nccl without NCCL or a CUDA worker" \
   "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
   --collectives nccl
+# NCCL with a spatial grid is refused before any NCCL call, GPU or not.
+expect "--collectives nccl with a spatial grid" \
+  "--collectives nccl: layer conv1 is split as h2; NCCL takes only sample parallelism" 2 $L --data "$DATA" \
+  --parallel h2 --collectives nccl
 # The cuDNN workspace limit is checked in the CUDA build, GPU or not.
 if grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
   export SC_CUDNN_WORKSPACE_MB=64x

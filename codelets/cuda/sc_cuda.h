@@ -121,8 +121,10 @@ cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, cons
 #include <cudnn.h>
 
 /* Start-up and shut-down of the per-worker handles (from
- * sc_codelets_init / sc_codelets_shutdown); no-ops without CUDA workers. */
-void sc_cuda_init(void);
+ * sc_codelets_init / sc_codelets_shutdown); no-ops without CUDA workers.
+ * sc_cuda_init: 0, or SC_ERR_RUNTIME naming a CUDA worker whose cuDNN or
+ * cuBLAS handle could not be made (its library's error is on stderr). */
+int sc_cuda_init(void);
 void sc_cuda_shutdown(void);
 /* The size of the scratch handle (sc_workspace_handle): the cuDNN
  * workspace limit where this rank has CUDA workers (SC_CUDNN_WORKSPACE_MB,
