@@ -1044,9 +1044,11 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     /* Every rank computes a replicated layer's gradient for itself and must
      * get the same bits: on CUDA workers where every rank has one, else on
      * CPU workers, never some pieces on either. */
-    int all_cuda = rt->ncuda > 0;
-    MPI_Allreduce(MPI_IN_PLACE, &all_cuda, 1, MPI_INT, MPI_MIN, rt->ctl);
-    D->replicated_where = all_cuda ? SC_WHERE_CUDA : SC_WHERE_CPU;
+    if (rt->size > 1 && D->comm.fc_replicate) {
+        int all_cuda = rt->ncuda > 0;
+        MPI_Allreduce(MPI_IN_PLACE, &all_cuda, 1, MPI_INT, MPI_MIN, rt->ctl);
+        D->replicated_where = all_cuda ? SC_WHERE_CUDA : SC_WHERE_CPU;
+    }
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         struct sc_layer *L = &net->layers[l];
