@@ -23,28 +23,27 @@ STARPU_NCUDA=0 run 1 1 $args --save "$WORK/cpu.st" >"$WORK/cpu.out" 2>&1 || {
   cat "$WORK/cpu.out"
   fail "CPU run"
 }
-STARPU_NCUDA=1 STARPU_SCHED=dmda run 1 1 $args --save "$WORK/gpu.st" >"$WORK/gpu.out" 2>&1 || {
-  cat "$WORK/gpu.out"
-  fail "GPU run"
+
+# vs_cpu NAME FILE NP ARGS...: lenet on NP ranks with the extra ARGS (and
+# the caller's environment) matches the CPU run above.
+vs_cpu() {
+  name=$1 file=$2 np=$3
+  shift 3
+  if ! run "$np" 1 $args "$@" --save "$WORK/$file.st" >"$WORK/$file.out" 2>&1; then
+    cat "$WORK/$file.out"
+    fail "$name: the run failed"
+  elif out=$("$COMPARE" "$WORK/$file.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
+    ok "$name: $out"
+  else
+    echo "$out"
+    fail "$name"
+  fi
 }
-if out=$("$COMPARE" "$WORK/gpu.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
-  ok "1 rank, CUDA + CPU worker vs CPU: $out"
-else
-  echo "$out"
-  fail "1 rank, CUDA + CPU worker vs CPU"
-fi
+
+STARPU_NCUDA=1 STARPU_SCHED=dmda vs_cpu "1 rank, CUDA + CPU worker vs CPU" gpu 1
 # cuDNN limited to algorithms without workspace (the scratch handle is 4
 # bytes then).
-SC_CUDNN_WORKSPACE_MB=0 STARPU_NCUDA=1 STARPU_SCHED=dmda run 1 1 $args --save "$WORK/gpu0.st" >"$WORK/gpu0.out" 2>&1 || {
-  cat "$WORK/gpu0.out"
-  fail "GPU run, SC_CUDNN_WORKSPACE_MB=0"
-}
-if out=$("$COMPARE" "$WORK/gpu0.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
-  ok "1 rank, no cuDNN workspace, vs CPU: $out"
-else
-  echo "$out"
-  fail "1 rank, no cuDNN workspace, vs CPU"
-fi
+SC_CUDNN_WORKSPACE_MB=0 STARPU_NCUDA=1 STARPU_SCHED=dmda vs_cpu "1 rank, no cuDNN workspace, vs CPU" gpu0 1
 
 # GPUs the ranks can use: nvidia-smi's list where there is one, else the
 # device files, at most as many as CUDA_VISIBLE_DEVICES names.
@@ -69,23 +68,17 @@ for coll in tasks nccl; do
     echo "skipped: 2 ranks with GPUs, --collectives nccl: $ngpus GPU here, and NCCL needs one GPU per rank"
     continue
   fi
-  if (
+  # A subshell for the environment; its verdict comes back as its status.
+  (
+    before=$failures
     if [ $coll = nccl ]; then
       unset STARPU_NCUDA STARPU_WORKERS_CUDAID
     else
       export STARPU_NCUDA=1
     fi
-    STARPU_SCHED=dmda run 2 1 $args --fc-replicate 1 --nonfinite skip --collectives $coll --save "$WORK/$coll.st"
-  ) >"$WORK/$coll.out" 2>&1; then
-    if out=$("$COMPARE" "$WORK/$coll.st" "$WORK/cpu.st" $RTOL momentum=1e-3); then
-      ok "2 ranks with GPUs, --collectives $coll vs 1 CPU rank: $out"
-    else
-      echo "$out"
-      fail "2 ranks with GPUs, --collectives $coll"
-    fi
-  else
-    cat "$WORK/$coll.out"
-    fail "2 ranks with GPUs, --collectives $coll: the run failed"
-  fi
+    STARPU_SCHED=dmda vs_cpu "2 ranks with GPUs, --collectives $coll vs 1 CPU rank" $coll 2 \
+      --fc-replicate 1 --nonfinite skip --collectives $coll
+    [ "$failures" -eq "$before" ]
+  ) || failures=$((failures + 1))
 done
 finish
