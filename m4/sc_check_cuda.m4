@@ -93,14 +93,6 @@ AC_DEFUN([SC_CHECK_CUDA], [
       CUDA_CPPFLAGS=$sc_cuda_cppflags
       # nvcc's objects are C++ (function-local statics in launch stubs).
       CUDA_LIBS="$sc_cuda_ldflags -lcudnn -lcublas -lcudart -lstdc++"
-      # A StarPU built for CUDA lives outside the linker's default path
-      # (gpu/build-starpu-cuda PREFIX): let the programs find it.
-      sc_starpu_libdir=
-      AS_IF([test -n "$sc_starpu_pc"],
-        [sc_starpu_libdir=`$PKG_CONFIG --variable=libdir ${sc_starpu_pc%% *} 2>/dev/null`])
-      AS_CASE([$sc_starpu_libdir],
-        [""|/usr/lib|/usr/lib64|/usr/lib/*-linux-gnu], [],
-        [CUDA_LIBS="$CUDA_LIBS -Wl,-rpath,$sc_starpu_libdir"])
       AS_IF([test "$sc_cuda_nccl" = yes], [
         sc_use_nccl=yes
         CUDA_LIBS="-lnccl $CUDA_LIBS"

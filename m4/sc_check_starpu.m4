@@ -27,7 +27,14 @@ On Debian: apt-get install libstarpu-dev starpu-tools
      sc_starpu_version="(version unknown)"])
   AS_IF([test -n "$sc_starpu_pc"],
     [PKG_CHECK_MODULES([STARPU], [$sc_starpu_pc])
-     sc_starpu_src="pkg-config $sc_starpu_pc"],
+     sc_starpu_src="pkg-config $sc_starpu_pc"
+     # A StarPU built here (gpu/build-starpu PREFIX, for CUDA or more CPU
+     # workers) lives outside the linker's default path: let the programs
+     # find it.
+     sc_starpu_libdir=`$PKG_CONFIG --variable=libdir ${sc_starpu_pc%% *} 2>/dev/null`
+     AS_CASE([$sc_starpu_libdir],
+       [""|/usr/lib|/usr/lib64|/usr/lib/*-linux-gnu], [],
+       [STARPU_LIBS="$STARPU_LIBS -Wl,-rpath,$sc_starpu_libdir"])],
     [sc_starpu_src="STARPU_CFLAGS, STARPU_LIBS"])
 
   sc_save_CPPFLAGS=$CPPFLAGS

@@ -1,3 +1,5 @@
+#define _GNU_SOURCE /* pthread_setname_np */
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 #include <starpu_mpi.h>
 
 #include "codelets.h"
+#include "cpubind.h"
 #include "runtime.h"
 #include "starconv.h"
 #include "tasks.h"
@@ -55,6 +58,7 @@ struct driver_thread {
 
 static struct driver_thread *drivers;
 static int ndrivers;
+static struct sc_cpubind *placement; /* NULL: workers not bound by starconv */
 static volatile int drivers_stop;
 static long max_sleep_ns = 200000;
 
@@ -100,6 +104,10 @@ static void *drive_worker(void *arg)
     struct starpu_driver *d = arg;
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* timeouts of tens of us must be that */
     starpu_driver_init(d);
+    char name[16]; /* as top -H and /proc/PID/task/TID/comm show it; after StarPU's own */
+    snprintf(name, sizeof name, "sc-cpu%u", d->id.cpu_id % 1000u);
+    pthread_setname_np(pthread_self(), name);
+    sc_cpubind_worker(placement, (int)d->id.cpu_id);
     int idle = 0;
     unsigned long seen = 0;
     while (!__atomic_load_n(&drivers_stop, __ATOMIC_ACQUIRE)) {
@@ -121,14 +129,14 @@ static void *drive_worker(void *arg)
  * launcher started them: set by find_node_ranks() right after MPI_Init. */
 static int node_rank, node_size = 1;
 
-static void find_node_ranks(void)
+static MPI_Comm find_node_ranks(void)
 {
     MPI_Comm node;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
-        return;
+        MPI_Comm_dup(MPI_COMM_SELF, &node); /* alone, as far as we can tell */
     MPI_Comm_rank(node, &node_rank);
     MPI_Comm_size(node, &node_size);
-    MPI_Comm_free(&node);
+    return node;
 }
 
 #ifdef SC_USE_CUDA
@@ -164,20 +172,86 @@ static void spread_gpus(void)
 }
 #endif
 
-/* CPU workers: STARPU_NCPU if set, else the cores shared among the ranks of
- * this node, less one per CUDA worker, whose driver thread needs a core of
- * its own. */
-static int cpu_worker_count(void)
+/* CPU workers: STARPU_NCPU if set (*asked = 1), else the rank's cores
+ * less one per CUDA worker, whose driver thread needs a core of its own, and
+ * at most what this StarPU takes (*capped = 1). */
+static int cpu_worker_count(int cores, int *asked, int *capped)
 {
     const char *env = getenv("STARPU_NCPU");
-    if (env && atoi(env) >= 0)
+    *asked = *capped = 0;
+    if (env && atoi(env) >= 0) {
+        *asked = 1;
         return atoi(env);
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int n = (int)(cores / node_size);
+    }
+    int n = cores;
 #ifdef SC_USE_CUDA
     n -= cuda_worker_count();
 #endif
+    if (n > STARPU_MAXCPUS) {
+        n = STARPU_MAXCPUS;
+        *capped = 1;
+    }
     return n < 1 ? 1 : n;
+}
+
+/* One line for the whole job: printed by the lowest rank for which
+ * `applies` holds (collective over comm). */
+static int lowest_rank_where(MPI_Comm comm, int rank, int applies)
+{
+    int lowest = applies ? rank : INT_MAX;
+    MPI_Allreduce(MPI_IN_PLACE, &lowest, 1, MPI_INT, MPI_MIN, comm);
+    return lowest == rank;
+}
+
+/* Chooses the rank's cores and its number of CPU workers (ndrivers),
+ * places the workers, says where, and gathers every rank's placement line
+ * on rank 0 (rt->placements).  Collective. */
+static int place_workers(struct sc_runtime *rt, MPI_Comm node)
+{
+    int err = sc_cpubind_setup(node, &placement);
+    if ((err = sc_runtime_agree(rt, err)))
+        return err;
+    int cores = placement ? sc_cpubind_cores(placement) : (int)(sysconf(_SC_NPROCESSORS_ONLN) / node_size);
+    int asked, capped;
+    ndrivers = cpu_worker_count(cores < 1 ? 1 : cores, &asked, &capped);
+    if (ndrivers < 1 || ndrivers > STARPU_MAXCPUS)
+        err = sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank", ndrivers,
+                       STARPU_MAXCPUS);
+    if (!err && placement)
+        err = sc_cpubind_place(placement, ndrivers);
+    if ((err = sc_runtime_agree(rt, err)))
+        return err;
+    if (placement)
+        snprintf(rt->placement, sizeof rt->placement, "%s", sc_cpubind_describe(placement));
+    else
+        snprintf(rt->placement, sizeof rt->placement, "%d CPU worker%s, not bound by starconv (SC_CPU_BIND=none)",
+                 ndrivers, ndrivers == 1 ? "" : "s");
+    SC_LOG(rt->rank == 0 || rt->size <= 16 ? 1 : 2, "%s", rt->placement);
+    int over = placement && asked && ndrivers > cores;
+    if (lowest_rank_where(rt->ctl, rt->rank, over)) {
+        char fix[160];
+        if (sc_cpubind_launcher_limits(placement))
+            snprintf(fix, sizeof fix, "give each rank %d cores (mpirun --bind-to none, or --map-by ppr:%d:node:PE=%d)",
+                     ndrivers, node_size, ndrivers);
+        else
+            snprintf(fix, sizeof fix, "the node has no more for it: STARPU_NCPU=%d or fewer", cores);
+        SC_LOG(1, "warning: STARPU_NCPU=%d CPU workers, but this rank has %d core%s (%s): its workers share cores; %s",
+               ndrivers, cores, cores == 1 ? "" : "s", sc_cpubind_where(placement), fix);
+    }
+    if (lowest_rank_where(rt->ctl, rt->rank, capped))
+        SC_LOG(1,
+               "note: this StarPU takes at most %d CPU workers per rank (STARPU_MAXCPUS), and this rank has %d "
+               "cores: use more ranks per node, or a StarPU built without the cap (gpu/build-starpu --without-cuda "
+               "PREFIX; README, \"One rank per node\")",
+               STARPU_MAXCPUS, cores);
+    /* Every rank's line on rank 0, for --metrics and the trace. */
+    if (rt->rank == 0 && !(rt->placements = calloc((size_t)rt->size, sizeof(rt->placement))))
+        err = sc_error(SC_ERR_NOMEM, "out of memory");
+    if ((err = sc_runtime_agree(rt, err)))
+        return err;
+    MPI_Gather(rt->placement, (int)sizeof(rt->placement), MPI_CHAR, rt->placements, (int)sizeof(rt->placement),
+               MPI_CHAR, 0, rt->ctl);
+    return 0;
 }
 
 static int start_drivers(void)
@@ -239,9 +313,18 @@ static void test_finish_delay(int rank)
     }
 }
 
+static void forget_placement(struct sc_runtime *rt)
+{
+    sc_cpubind_free(placement);
+    placement = NULL;
+    free(rt->placements);
+    rt->placements = NULL;
+}
+
 /* Undo MPI's start after a failed init, and return err. */
 static int abandon_init(struct sc_runtime *rt, int err)
 {
+    forget_placement(rt);
     sc_watchdog_stop(0); /* the other ranks may not get to their shutdown */
     MPI_Comm_free(&rt->ctl);
     MPI_Finalize();
@@ -272,13 +355,19 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     MPI_Comm_size(rt->comm, &rt->size);
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->ctl);
     sc_log_set_rank(rt->rank);
-    find_node_ranks();
+    MPI_Comm node = find_node_ranks();
     /* Right after MPI_Init, which the ranks leave together: the watch then
      * also covers StarPU's start, and the whole run up to MPI_Finalize. */
     int werr = sc_watchdog_start(MPI_COMM_WORLD, peer_timeout_value());
-    if (werr)
+    if (werr) {
+        MPI_Comm_free(&node);
         return abandon_init(rt, werr);
+    }
 
+    int err = place_workers(rt, node);
+    MPI_Comm_free(&node);
+    if (err)
+        return abandon_init(rt, err);
     if (sched && !sc_runtime_policy_valid(sched))
         return abandon_init(rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
                                          sc_runtime_policies()));
@@ -289,10 +378,6 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     starpu_conf_init(&conf);
     if (sched)
         conf.sched_policy_name = sched;
-    ndrivers = cpu_worker_count();
-    if (ndrivers < 1 || ndrivers > STARPU_MAXCPUS)
-        return abandon_init(rt, sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank",
-                                         ndrivers, STARPU_MAXCPUS));
     if (!(drivers = calloc(ndrivers, sizeof(*drivers))))
         return abandon_init(rt, sc_error(SC_ERR_NOMEM, "out of memory"));
     struct starpu_driver list[STARPU_MAXCPUS];
@@ -305,7 +390,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     const char *sleep_env = getenv("SC_IDLE_SLEEP_US");
     if (sleep_env && atol(sleep_env) >= 0)
         max_sleep_ns = atol(sleep_env) * 1000;
-    int err = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
+    err = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (err) {
         free(drivers);
         return abandon_init(rt, sc_error(SC_ERR_RUNTIME, "StarPU-MPI failed to start (error %d)", err));
@@ -342,6 +427,7 @@ void sc_runtime_shutdown(struct sc_runtime *rt)
     if (starpu_is_initialized()) /* StarPU-MPI started it; depending on the version it stops it */
         starpu_shutdown();
     MPI_Comm_free(&rt->ctl);
+    forget_placement(rt);
     test_finish_delay(rt->rank);
     /* Last: a rank that died while the others drained their transfers or
      * waited in StarPU-MPI's shutdown is still noticed. */

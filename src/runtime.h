@@ -4,12 +4,18 @@
 
 #include <mpi.h>
 
+#define SC_PLACEMENT_LEN 512
+
 struct sc_runtime {
     int rank, size;
     int ncpu;          /* CPU workers of this rank */
     int ncuda;         /* CUDA workers of this rank */
     MPI_Comm comm;     /* StarPU-MPI transfers */
     MPI_Comm ctl;      /* the main thread's own collectives (logging, checkpoints) */
+    /* Where this rank's CPU workers run, e.g. "2 CPU workers on cores 0-1
+     * (bound by the launcher to core 0; ...)" (src/cpubind.h). */
+    char placement[SC_PLACEMENT_LEN];
+    char (*placements)[SC_PLACEMENT_LEN]; /* rank 0: every rank's, in rank order; others: NULL */
 };
 
 /* Valid StarPU policy names, separated by spaces (for messages). */

@@ -55,6 +55,9 @@ static int check_trace(const struct sc_trace *t, const char *what)
         return sc_error(SC_ERR_ARG, "%s: %zu events but no event array", what, t->n);
     if (!memchr(t->model, '\0', sizeof t->model))
         return sc_error(SC_ERR_ARG, "%s: model name not terminated", what);
+    for (int r = 0; t->placement && r < t->ranks; r++)
+        if (!memchr(t->placement[r], '\0', sizeof t->placement[r]))
+            return sc_error(SC_ERR_ARG, "%s: placement of rank %d not terminated", what, r);
     for (size_t i = 0; i < t->n; i++) {
         const struct sc_trace_event *e = &t->ev[i];
         if (!memchr(e->name, '\0', sizeof e->name))
@@ -287,6 +290,12 @@ static void json_body(FILE *f, const void *ctx)
         snprintf(name, sizeof name, "rank %d", r);
         json_meta_name(f, &first, "process_name", r, 0, name);
         json_meta_sort(f, &first, "process_sort_index", r, 0, r);
+        if (t->placement) {
+            json_sep(f, &first);
+            fprintf(f, "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":%d,\"tid\":0,\"args\":{\"labels\":", r);
+            json_str(f, t->placement[r]);
+            fputs("}}", f);
+        }
         for (int w = 0; w < t->workers; w++) {
             snprintf(name, sizeof name, "cpu %d", w);
             json_meta_name(f, &first, "thread_name", r, w, name);
@@ -316,6 +325,14 @@ static void json_body(FILE *f, const void *ctx)
             ",\"global_batch\":%d,\"model\":",
             t->ranks, t->workers, t->first_iteration, t->last_iteration, t->global_batch);
     json_str(f, t->model);
+    if (t->placement) {
+        fputs(",\"placement\":[", f);
+        for (int r = 0; r < t->ranks; r++) {
+            fputs(r ? "," : "", f);
+            json_str(f, t->placement[r]);
+        }
+        fputs("]", f);
+    }
     fputs("}}\n", f);
 }
 
@@ -757,6 +774,20 @@ static int read_other(const char *path, const struct jval *od, struct sc_trace *
     if (strlen(model->str) >= sizeof t->model)
         return jerr(path, model->pos, "otherData: model longer than %zu bytes",
                     sizeof t->model - 1);
+    const struct jval *placement = jget(od, "placement");
+    if (placement) {
+        if (placement->type != J_ARR || placement->n != (size_t)v[0])
+            return jerr(path, placement->pos, "otherData: \"placement\" is not an array of %d strings", (int)v[0]);
+        for (size_t r = 0; r < placement->n; r++)
+            if (placement->item[r].type != J_STR || strlen(placement->item[r].str) >= SC_TRACE_PLACEMENT_LEN)
+                return jerr(path, placement->item[r].pos,
+                            "otherData: placement[%zu] is not a string of less than %d bytes", r,
+                            SC_TRACE_PLACEMENT_LEN);
+        if (!(t->placement = calloc(placement->n ? placement->n : 1, sizeof *t->placement)))
+            return sc_error(SC_ERR_NOMEM, "%s: out of memory", path);
+        for (size_t r = 0; r < placement->n; r++)
+            strcpy(t->placement[r], placement->item[r].str);
+    }
     t->ranks = (int)v[0];
     t->workers = (int)v[1];
     t->first_iteration = v[2];
@@ -854,6 +885,7 @@ int sc_trace_read_json(const char *path, struct sc_trace *t)
 void sc_trace_free(struct sc_trace *t)
 {
     free(t->ev);
+    free(t->placement);
     memset(t, 0, sizeof *t);
 }
 

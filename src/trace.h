@@ -20,6 +20,8 @@ struct sc_trace_event {
     double start, end;   /* microseconds from the trace origin, common to all ranks; end >= start */
 };
 
+#define SC_TRACE_PLACEMENT_LEN 512
+
 struct sc_trace {
     struct sc_trace_event *ev;
     size_t n;
@@ -28,6 +30,9 @@ struct sc_trace {
     int64_t first_iteration, last_iteration;  /* the traced range, inclusive */
     int global_batch;                     /* images per iteration */
     char model[256];                      /* free text, e.g. the model path; may be empty */
+    /* Where each rank's workers ran, e.g. "2 CPU workers on cores 0-1
+     * (...)": ranks entries, or NULL (traces written before it existed). */
+    char (*placement)[SC_TRACE_PLACEMENT_LEN];
 };
 
 /* Chrome trace-event JSON ("traceEvents" object form), written atomically
@@ -37,7 +42,8 @@ struct sc_trace {
  * events are packed greedily into as few lanes ("comm", "comm 2", ...) as
  * keep them from overlapping.  cat = the phase (the part of the name after
  * its last '.').  otherData holds ranks, workers, iterations, global_batch,
- * model. */
+ * model and, where known, placement (an array of one string per rank, also
+ * each rank's process_labels for trace viewers). */
 int sc_trace_write_json(const struct sc_trace *t, const char *path);
 /* Read a file written by sc_trace_write_json (strict; errors name the path
  * and what is wrong).  tid >= 1000 reads back as SC_TRACE_LANE_COMM. */

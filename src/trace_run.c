@@ -90,5 +90,9 @@ int sc_trace_run_stop(struct sc_runtime *rt, struct sc_trace *out)
     out->n = rt->rank == 0 ? (size_t)total / sizeof(*all) : 0;
     out->ranks = rt->size;
     MPI_Allreduce(&rt->ncpu, &out->workers, 1, MPI_INT, MPI_MAX, rt->ctl);
+    /* A trace without its placement is still a trace. */
+    if (rt->placements && (out->placement = calloc((size_t)rt->size, sizeof(*out->placement))))
+        for (int r = 0; r < rt->size; r++)
+            snprintf(out->placement[r], sizeof(out->placement[r]), "%s", rt->placements[r]);
     return 0;
 }

@@ -56,6 +56,23 @@ int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset
     return 0;
 }
 
+/* The metrics file's first record: where each rank's workers run. */
+static void write_placement(FILE *f, const struct sc_runtime *rt)
+{
+    fprintf(f, "{\"ranks\": %d, \"placement\": [", rt->size);
+    for (int r = 0; rt->placements && r < rt->size; r++) {
+        fputs(r ? ", \"" : "\"", f);
+        for (const char *c = rt->placements[r]; *c; c++) { /* plain text: quote and backslash only */
+            if (*c == '"' || *c == '\\')
+                putc('\\', f);
+            putc(*c, f);
+        }
+        fputs("\"", f);
+    }
+    fputs("]}\n", f);
+    fflush(f);
+}
+
 /* FNV-1a, 64 bits: a fingerprint, not a defence against forgery. */
 static uint64_t fnv(uint64_t h, const void *data, size_t n)
 {
@@ -356,6 +373,8 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
     /* A resumed run appends to its metrics: nothing of the first part is lost. */
     if (rt->rank == 0 && o->metrics && !(p.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
         return sc_error(SC_ERR_IO, "%s: cannot write the metrics file", o->metrics);
+    if (p.metrics)
+        write_placement(p.metrics, rt);
     int32_t *order = malloc((size_t)train->n * sizeof(*order));
     if (!order) {
         if (p.metrics)

@@ -634,6 +634,45 @@ static void test_svg(void)
           "svg into a missing directory: %d %s", rc, sc_last_error());
 }
 
+/* Where each rank's workers ran: written into otherData and as each
+ * rank's process_labels, read back, and refused when malformed. */
+static void test_placement(void)
+{
+    struct sc_trace_event ev[NEVENTS];
+    struct sc_trace t = make_trace(ev), back;
+    char (*where)[SC_TRACE_PLACEMENT_LEN] = calloc(3, sizeof *where);
+    strcpy(where[0], "2 CPU workers on cores 0-1 (bound by the launcher to core 0; alone)");
+    strcpy(where[1], "1 CPU worker on core 2 (bound by the launcher to core 2)");
+    strcpy(where[2], "quote \" and backslash \\");
+    t.placement = where;
+    const char *path = path_of("placement.json");
+    int rc = sc_trace_write_json(&t, path);
+    check(rc == 0, "write with placement: %d %s", rc, sc_last_error());
+    char *text = slurp(path, NULL);
+    expect_text(text, "\"model\":\"models/lenet.cfg\",\"placement\":[\"2 CPU workers on cores 0-1 (bound by "
+                      "the launcher to core 0; alone)\",\"1 CPU worker on core 2", "json placement");
+    expect_text(text, "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"labels\":\"1 "
+                      "CPU worker on core 2 (bound by the launcher to core 2)\"}}", "json placement");
+    free(text);
+    rc = sc_trace_read_json(path, &back);
+    check(rc == 0 && back.placement && !strcmp(back.placement[0], where[0]) &&
+              !strcmp(back.placement[1], where[1]) && !strcmp(back.placement[2], where[2]),
+          "placement read back: %d %s", rc, rc ? sc_last_error() : "");
+    sc_trace_free(&back);
+    check(back.placement == NULL, "sc_trace_free frees the placement");
+    free(where);
+
+    char buf[1024];
+    snprintf(buf, sizeof buf,
+             "{\"traceEvents\":[],\"otherData\":{\"ranks\":2,\"workers\":1,\"first_iteration\":0,"
+             "\"last_iteration\":0,\"global_batch\":1,\"model\":\"\",\"placement\":[\"a\"]}}");
+    expect_bad("placement of 1 rank of 2", buf, strlen(buf), "\"placement\"");
+    snprintf(buf, sizeof buf,
+             "{\"traceEvents\":[],\"otherData\":{\"ranks\":1,\"workers\":1,\"first_iteration\":0,"
+             "\"last_iteration\":0,\"global_batch\":1,\"model\":\"\",\"placement\":[3]}}");
+    expect_bad("placement not a string", buf, strlen(buf), "placement[0]");
+}
+
 int main(void)
 {
     const char *tmp = getenv("TMPDIR");
@@ -644,6 +683,7 @@ int main(void)
     }
     test_analyze();
     test_json();
+    test_placement();
     test_reader_valid();
     test_reader_malformed();
     test_reader_mutations();
