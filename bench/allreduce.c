@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "runtime.h"
-#include "starconv.h"
-#include "tasks.h"
+#include "src/runtime.h"
+#include "src/starconv.h"
+#include "tasks/tasks.h"
 
 static double now(void)
 {

@@ -8,7 +8,7 @@
 #include <starpu.h>
 
 #include "codelets.h"
-#include "starconv.h"
+#include "base/error.h"
 
 /* One engine for every thread: oneDNN engines are thread safe, streams are
  * not, hence one stream per worker. */

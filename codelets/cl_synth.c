@@ -9,6 +9,7 @@
  * is a handful of flops instead of sinf calls.  The tables reach MARGIN
  * rows and columns beyond the block for the MESH label's neighbours. */
 #include "cl_common.h"
+#include "base/rng.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -26,27 +27,18 @@ _Static_assert(sizeof(struct sc_synth_args) == sizeof(uint64_t) + 12 * sizeof(in
 
 enum { TAG_LABEL = 1, TAG_CLASS, TAG_JITTER, TAG_NOISE, TAG_MESH };
 
-/* splitmix64's finalizer: the counter-based hash behind every draw. */
-static inline uint64_t mix64(uint64_t z)
-{
-    z += 0x9e3779b97f4a7c15ull;
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static uint64_t hash5(uint64_t seed, uint64_t tag, uint64_t a, uint64_t b, uint64_t c)
 {
-    uint64_t h = mix64(seed ^ mix64(tag));
-    h = mix64(h ^ a);
-    h = mix64(h ^ b);
-    return mix64(h ^ c);
+    uint64_t h = sc_splitmix64(seed ^ sc_splitmix64(tag));
+    h = sc_splitmix64(h ^ a);
+    h = sc_splitmix64(h ^ b);
+    return sc_splitmix64(h ^ c);
 }
 
 /* The j-th uniform draw in [0, 1) of the stream h. */
 static double unif(uint64_t h, int j)
 {
-    return (mix64(h + 0x632be59bd9b4e019ull * (uint64_t)(j + 1)) >> 11) * 0x1p-53;
+    return (sc_splitmix64(h + 0x632be59bd9b4e019ull * (uint64_t)(j + 1)) >> 11) * 0x1p-53;
 }
 
 struct wave {
@@ -208,7 +200,7 @@ static void image_sample(const struct sc_synth_args *a, int32_t idx, float *x, i
             float *row = x + ((size_t)ch * bh + (size_t)(r - a->r0)) * bw;
             field_row(tb, ch, r - a->r0 + MARGIN, MARGIN, bw, row);
             for (int c = a->c0; c < a->c1; c++) {
-                uint64_t h = mix64(base ^ ((uint64_t)(uint32_t)r << 32 | (uint32_t)c));
+                uint64_t h = sc_splitmix64(base ^ ((uint64_t)(uint32_t)r << 32 | (uint32_t)c));
                 row[c - a->c0] += ((float)(h >> 40) * 0x1p-24f - 0.5f) * 0.2f;
             }
         }

@@ -12,7 +12,7 @@
 #ifndef SC_CODELETS_REGION_H
 #define SC_CODELETS_REGION_H
 
-#include "box.h"
+#include "base/box.h"
 
 #define SC_REGION_MAX_SRC 32
 

@@ -32,7 +32,7 @@
 #include <starpu.h>
 #include <stdint.h>
 
-#include "box.h"
+#include "base/box.h"
 
 enum sc_synth_kind { SC_SYNTH_IMAGE, SC_SYNTH_MESH };
 

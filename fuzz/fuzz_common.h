@@ -15,7 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "starconv.h"
+#include "src/starconv.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -8,7 +8,7 @@
 
 #include <hwloc.h>
 
-#include "grid.h"
+#include "base/grid.h"
 #include "starconv.h"
 
 /* ---- the choice ---- */

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codelets.h"
+#include "codelets/codelets.h"
 #include "layers.h"
 
 struct bn_state {

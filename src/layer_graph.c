@@ -17,7 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "codelets.h"
+#include "codelets/codelets.h"
 #include "layers.h"
 
 struct graph_layer {

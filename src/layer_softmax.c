@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "codelets.h"
+#include "codelets/codelets.h"
 #include "layers.h"
 
 struct softmax {

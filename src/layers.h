@@ -8,8 +8,8 @@
 #include <starpu.h>
 
 #include "starconv.h"
-#include "codelets.h"
-#include "layout.h"
+#include "codelets/codelets.h"
+#include "base/layout.h"
 
 struct sc_shape {
     int c, h, w; /* one sample */

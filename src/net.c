@@ -1,5 +1,8 @@
-/* The network: cfg -> layers, and the tiles, handles and collective plans of
- * this rank.  Everything here is data; tasks come from layers and tasks/. */
+/* The network: cfg -> layers; the plan of this rank (tiles, handles, fetch
+ * plans, gradient buckets, priorities); the submission of whole iterations
+ * (the layers' tasks, the exchanges, the accumulation of gradients and the
+ * buckets' collectives); sync points and checkpoint state.  Issue 17 splits
+ * it by these responsibilities (docs/ARCHITECTURE.md). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -8,7 +11,8 @@
 #include <starpu.h>
 
 #include "net.h"
-#include "tasks.h"
+#include "tasks/tasks.h"
+#include "base/rng.h"
 
 static const struct sc_layer_ops *const layer_types[] = {
     &sc_layer_conv_ops, &sc_layer_maxpool_ops, &sc_layer_avgpool_ops, &sc_layer_fc_ops, &sc_layer_softmax_ops,
@@ -19,17 +23,9 @@ static const struct sc_layer_ops *const layer_types[] = {
 
 /* ---- parameters and names ---- */
 
-static uint64_t splitmix64(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 float sc_uniform(uint64_t seed, uint64_t stream, uint64_t i, float bound)
 {
-    uint64_t r = splitmix64(splitmix64(seed ^ splitmix64(stream + 0x51ed27)) + i);
+    uint64_t r = sc_splitmix64(sc_splitmix64(seed ^ sc_splitmix64(stream + 0x51ed27)) + i);
     float u = (float)(r >> 40) * (1.0f / 16777216.0f); /* 24 bits: [0, 1) */
     return (2.0f * u - 1.0f) * bound;
 }

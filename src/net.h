@@ -7,7 +7,7 @@
 #include "layers.h"
 #include "runtime.h"
 #include "starconv.h"
-#include "codelets.h"
+#include "codelets/codelets.h"
 
 struct sc_net_dist;  /* this rank's share: tiles, handles, collective plans */
 

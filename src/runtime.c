@@ -11,11 +11,11 @@
 #include <starpu.h>
 #include <starpu_mpi.h>
 
-#include "codelets.h"
+#include "codelets/codelets.h"
 #include "cpubind.h"
 #include "runtime.h"
 #include "starconv.h"
-#include "tasks.h"
+#include "tasks/tasks.h"
 #include "watchdog.h"
 
 const char *sc_runtime_policies(void)

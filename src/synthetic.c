@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codelets.h"
+#include "codelets/codelets.h"
 #include "starconv.h"
 
 /* Sizes: enough for several epochs of the tests and benchmarks; the

@@ -6,7 +6,7 @@
 #include <mpi.h>
 #include <starpu.h>
 
-#include "codelets.h"
+#include "codelets/codelets.h"
 #include "starconv.h"
 #include "trace_run.h"
 

@@ -8,6 +8,7 @@
 
 #include "trace_run.h"
 #include "train.h"
+#include "base/rng.h"
 
 void sc_train_opts_default(struct sc_train_opts *o)
 {
@@ -177,14 +178,6 @@ static double now(void)
     return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static uint64_t mix(uint64_t x)
-{
-    x += 0x9e3779b97f4a7c15ULL;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-    return x ^ (x >> 31);
-}
-
 /* The sample order of an epoch: in file order, or a permutation seeded by
  * (seed, epoch) that every rank computes alike. */
 static void epoch_order(int32_t *order, int n, int shuffle, uint64_t seed, int epoch)
@@ -193,9 +186,9 @@ static void epoch_order(int32_t *order, int n, int shuffle, uint64_t seed, int e
         order[i] = i;
     if (!shuffle)
         return;
-    uint64_t state = mix(seed ^ mix((uint64_t)epoch + 1));
+    uint64_t state = sc_splitmix64(seed ^ sc_splitmix64((uint64_t)epoch + 1));
     for (int i = n - 1; i > 0; i--) {
-        state = mix(state);
+        state = sc_splitmix64(state);
         int j = (int)(state % (uint64_t)(i + 1));
         int32_t t = order[i];
         order[i] = order[j];

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "starconv.h"
+#include "base/error.h"
 #include "tasks.h"
 
 int64_t sc_tags_reserve(int64_t count)

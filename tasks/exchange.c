@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "starconv.h"
+#include "base/error.h"
 #include "tasks.h"
 
 struct piece {

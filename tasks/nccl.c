@@ -13,7 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "starconv.h"
+#include "base/error.h"
 #include "tasks.h"
 
 #ifdef SC_USE_NCCL

@@ -1,13 +1,15 @@
-/* Task graphs: the only layer that submits tasks and transfers (with the
- * sc_insert_* wrappers of codelets/).  Nothing here knows of files or flags. */
+/* Task graphs: collectives, exchanges of split tensors and the optimizer
+ * step, as StarPU tasks and StarPU-MPI transfers.  Nothing here knows of
+ * files or flags.  (The layers in src/ still submit their own tasks through
+ * codelets/' sc_insert_* wrappers: docs/ARCHITECTURE.md.) */
 #ifndef SC_TASKS_H
 #define SC_TASKS_H
 
 #include <mpi.h>
 #include <starpu.h>
 #include <starpu_mpi.h>
-#include "codelets.h"
-#include "layout.h"
+#include "codelets/codelets.h"
+#include "base/layout.h"
 
 /* Tags of StarPU-MPI transfers.  Every rank reserves them in the same order
  * (plans are built in the same order everywhere), so the numbers agree. */

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "starconv.h"
+#include "src/starconv.h"
 
 /* --show: one line per tensor, "name dtype [shape]" and " = value" for an I64 scalar. */
 static int show(const char *path)

@@ -1,7 +1,7 @@
 /* Configuration parser and error/logging helpers: good files in several
  * spellings, and every malformed input the parser must name by path:line. */
 #define _POSIX_C_SOURCE 200809L
-#include "starconv.h"
+#include "src/starconv.h"
 
 #include <pthread.h>
 #include <stdarg.h>

@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "codelets.h"
-#include "starconv.h"
+#include "codelets/codelets.h"
+#include "src/starconv.h"
 
 #define GUARD 16
 #define SENTINEL 1234.5f

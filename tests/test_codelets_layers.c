@@ -13,8 +13,8 @@
 #include <string.h>
 
 #include "check.h"
-#include "codelets.h"
-#include "starconv.h"
+#include "codelets/codelets.h"
+#include "src/starconv.h"
 
 #define GUARD 8
 #define SENTINEL 1234.5

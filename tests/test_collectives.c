@@ -6,9 +6,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "runtime.h"
-#include "starconv.h"
-#include "tasks.h"
+#include "src/runtime.h"
+#include "src/starconv.h"
+#include "tasks/tasks.h"
 
 static float value(int rank, size_t i, int round) { return (float)((rank + 1) * 0.5 + (double)(i % 97) * 0.01 + round); }
 

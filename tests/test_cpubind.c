@@ -3,7 +3,7 @@
  * cover the node, split among the ranks otherwise. */
 #include <stdio.h>
 
-#include "cpubind.h"
+#include "src/cpubind.h"
 
 #include "check.h"
 

@@ -15,8 +15,8 @@
 #include <unistd.h>
 
 #include "check.h"
-#include "codelets.h"
-#include "starconv.h"
+#include "codelets/codelets.h"
+#include "src/starconv.h"
 
 #define TOL 1e-4
 #define MAXB 8

@@ -4,8 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "grid.h"
-#include "starconv.h"
+#include "base/grid.h"
+#include "src/starconv.h"
 
 #include "check.h"
 

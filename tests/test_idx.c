@@ -1,7 +1,7 @@
 /* IDX data set reader: small plain and gzip files made here, good and
  * damaged, and the installed Fashion-MNIST when it is there. */
 #define _POSIX_C_SOURCE 200809L
-#include "starconv.h"
+#include "src/starconv.h"
 
 #include <dirent.h>
 #include <stdarg.h>

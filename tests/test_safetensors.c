@@ -1,7 +1,7 @@
 /* safetensors reader and writer: round trips, the exact bytes written,
  * hand-made malformed headers, and writes that fail part way. */
 #define _POSIX_C_SOURCE 200809L
-#include "starconv.h"
+#include "src/starconv.h"
 
 #include <dirent.h>
 #include <signal.h>

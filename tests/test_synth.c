@@ -10,8 +10,8 @@
 #include <time.h>
 
 #include "check.h"
-#include "codelets.h"
-#include "starconv.h"
+#include "codelets/codelets.h"
+#include "src/starconv.h"
 
 #define GUARD 8
 #define SENTINEL 1234.5f

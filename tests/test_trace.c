@@ -2,8 +2,8 @@
  * the JSON round trip (transfers merged and packed into lanes), the reader
  * on malformed and mutated files, the report table and the SVG. */
 #define _POSIX_C_SOURCE 200809L
-#include "starconv.h"
-#include "trace.h"
+#include "src/starconv.h"
+#include "src/trace.h"
 
 #include <dirent.h>
 #include <math.h>

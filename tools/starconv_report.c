@@ -4,8 +4,8 @@
  *   starconv-report TRACE.json [--svg OUT.svg]
  *
  * Exit status: 0 done, 2 bad arguments or input (one line on stderr). */
-#include "starconv.h"
-#include "trace.h"
+#include "src/starconv.h"
+#include "src/trace.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,5 +1,5 @@
 /* Error messages and rank-prefixed logging. */
-#include "starconv.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>

@@ -5,8 +5,8 @@
 #ifndef SC_LAYOUT_H
 #define SC_LAYOUT_H
 
-#include "box.h"
-#include "grid.h"
+#include "base/box.h"
+#include "base/grid.h"
 
 /* A tensor of batch x C x h x w split over the N, H and W dimensions of a
  * grid (the grid's C and F extents must be 1), each rank's samples split

@@ -1,5 +1,5 @@
 /* Blocks, tiles and windows (see layout.h). */
-#include "layout.h"
+#include "base/layout.h"
 
 void sc_layout_rank_samples(const struct sc_layout *L, int rank, int *first, int *count)
 {

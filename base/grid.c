@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "grid.h"
-#include "starconv.h"
+#include "base/grid.h"
+#include "base/error.h"
 
 static const char dim_letter[SC_NDIMS] = {'n', 'c', 'f', 'h', 'w'};
 
