@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "starconv.h"
+#include "base/atomic_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -654,40 +655,27 @@ static int check_outputs(const char *path, const struct sc_st_out *t, int n, siz
     return rc;
 }
 
-/* Writes the header and data to fp; 0 or errno. */
-static int write_all(FILE *fp, const struct sbuf *hdr, const struct sc_st_out *t, int n,
-                     const size_t *nbytes)
+/* What sc_write_atomic writes: the header, then the data. */
+struct st_body {
+    const struct sbuf *hdr;
+    const struct sc_st_out *t;
+    int n;
+    const size_t *nbytes;
+};
+
+static int write_all(FILE *fp, const void *ctx)
 {
+    const struct st_body *b = ctx;
     uint8_t lenbuf[8];
     for (int i = 0; i < 8; i++)
-        lenbuf[i] = (uint8_t)((uint64_t)hdr->len >> (8 * i));
+        lenbuf[i] = (uint8_t)((uint64_t)b->hdr->len >> (8 * i));
     errno = 0;
-    if (fwrite(lenbuf, 1, 8, fp) != 8 || fwrite(hdr->p, 1, hdr->len, fp) != hdr->len)
+    if (fwrite(lenbuf, 1, 8, fp) != 8 || fwrite(b->hdr->p, 1, b->hdr->len, fp) != b->hdr->len)
         return errno ? errno : EIO;
-    for (int i = 0; i < n; i++)
-        if (nbytes[i] && fwrite(t[i].data, 1, nbytes[i], fp) != nbytes[i])
+    for (int i = 0; i < b->n; i++)
+        if (b->nbytes[i] && fwrite(b->t[i].data, 1, b->nbytes[i], fp) != b->nbytes[i])
             return errno ? errno : EIO;
-    if (fflush(fp) != 0)
-        return errno ? errno : EIO;
-    /* Without fsync a crash after the rename can leave an empty file in
-     * place of both the old checkpoint and the new one. */
-    if (fsync(fileno(fp)) != 0)
-        return errno;
     return 0;
-}
-
-static void sync_parent_dir(const char *path)
-{
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    if (!dir)
-        return;
-    int fd = open(dir, O_RDONLY);
-    if (fd >= 0) {
-        fsync(fd); /* best effort: the data itself is already safe */
-        close(fd);
-    }
-    free(dir);
 }
 
 int sc_st_write(const char *path, const struct sc_st_out *tensors, int n)
@@ -729,43 +717,8 @@ int sc_st_write(const char *path, const struct sc_st_out *tensors, int n)
         return sc_error(SC_ERR_NOMEM, "%s: out of memory", path);
     }
 
-    /* A unique name beside the target, so that rename() is atomic (same
-     * file system) and concurrent writers do not share a temporary. */
-    static atomic_uint counter;
-    size_t tlen = strlen(path) + 48;
-    char *tmp = malloc(tlen);
-    int fd = -1, err = 0;
-    for (int tries = 0; tmp && fd < 0 && tries < 100; tries++) {
-        snprintf(tmp, tlen, "%s.tmp.%ld.%u", path, (long)getpid(), atomic_fetch_add(&counter, 1));
-        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-        err = errno;
-        if (fd < 0 && err != EEXIST)
-            break;
-    }
-    if (!tmp) {
-        rc = sc_error(SC_ERR_NOMEM, "%s: out of memory", path);
-    } else if (fd < 0) {
-        rc = sc_error(SC_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(err));
-    } else {
-        FILE *fp = fdopen(fd, "wb");
-        if (!fp) {
-            err = errno;
-            close(fd);
-        } else {
-            err = write_all(fp, &hdr, tensors, n, nbytes);
-            if (fclose(fp) != 0 && !err)
-                err = errno ? errno : EIO;
-        }
-        if (!err && rename(tmp, path) != 0)
-            err = errno;
-        if (err) {
-            unlink(tmp);
-            rc = sc_error(SC_ERR_IO, "%s: %s (file left unchanged)", path, strerror(err));
-        } else {
-            sync_parent_dir(path);
-        }
-    }
-    free(tmp);
+    struct st_body body = {&hdr, tensors, n, nbytes};
+    rc = sc_write_atomic(path, write_all, &body);
     free(hdr.p);
     free(nbytes);
     return rc;

@@ -19,6 +19,7 @@
 #endif
 #include "trace.h"
 #include "starconv.h"
+#include "base/atomic_file.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -183,36 +184,6 @@ nomem:
     return sc_error(SC_ERR_NOMEM, "trace: out of memory packing %zu transfers", n);
 }
 
-/* ---- atomic writes ------------------------------------------------------ */
-
-/* Readers of path (a browser, a report tool) see the old file or the whole
- * new one, never half of it. */
-static int write_atomic(const char *path, void (*body)(FILE *, const void *), const void *ctx)
-{
-    size_t len = strlen(path) + 32;
-    char *tmp = malloc(len);
-    if (!tmp)
-        return sc_error(SC_ERR_NOMEM, "%s: out of memory", path);
-    snprintf(tmp, len, "%s.tmp.%ld", path, (long)getpid());
-    FILE *f = fopen(tmp, "w");
-    if (!f) {
-        int rc = sc_error(SC_ERR_IO, "%s: cannot create %s: %s", path, tmp, strerror(errno));
-        free(tmp);
-        return rc;
-    }
-    body(f, ctx);
-    int rc = 0;
-    if (fflush(f) != 0 || ferror(f))
-        rc = sc_error(SC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (fclose(f) != 0 && rc == 0)
-        rc = sc_error(SC_ERR_IO, "%s: write failed: %s", path, strerror(errno));
-    if (rc == 0 && rename(tmp, path) != 0)
-        rc = sc_error(SC_ERR_IO, "%s: cannot rename %s to it: %s", path, tmp, strerror(errno));
-    if (rc)
-        unlink(tmp);
-    free(tmp);
-    return rc;
-}
 
 /* ---- JSON writer -------------------------------------------------------- */
 
@@ -279,7 +250,7 @@ static void json_event(FILE *f, int *first, const char *name, int pid, int tid, 
     fputs("}}", f);
 }
 
-static void json_body(FILE *f, const void *ctx)
+static int json_body(FILE *f, const void *ctx)
 {
     const struct packed *p = ctx;
     const struct sc_trace *t = p->t;
@@ -334,6 +305,7 @@ static void json_body(FILE *f, const void *ctx)
         fputs("]", f);
     }
     fputs("}}\n", f);
+    return 0; /* write errors: ferror, in sc_write_atomic */
 }
 
 int sc_trace_write_json(const struct sc_trace *t, const char *path)
@@ -349,7 +321,7 @@ int sc_trace_write_json(const struct sc_trace *t, const char *path)
         return rc;
     p.c = c;
     p.lanes = lanes;
-    rc = write_atomic(path, json_body, &p);
+    rc = sc_write_atomic(path, json_body, &p);
     free(c);
     free(lanes);
     return rc;
@@ -1153,7 +1125,7 @@ static void svg_rect(FILE *f, const struct svg *g, int row, const char *name, in
     fputs("</title></rect>\n", f);
 }
 
-static void svg_body(FILE *f, const void *ctx)
+static int svg_body(FILE *f, const void *ctx)
 {
     const struct svg *g = ctx;
     const struct sc_trace *t = g->p->t;
@@ -1238,6 +1210,7 @@ static void svg_body(FILE *f, const void *ctx)
         fputs("</text>\n", f);
     }
     fputs("</svg>\n", f);
+    return 0; /* write errors: ferror, in sc_write_atomic */
 }
 
 static int cmp_str(const void *a, const void *b)
@@ -1282,7 +1255,7 @@ int sc_trace_write_svg(const struct sc_trace *t, const char *path)
     }
     /* an empty trace or a single instant still gets an axis */
     g.span = t1 - g.t0 > 0 ? t1 - g.t0 : 1;
-    rc = write_atomic(path, svg_body, &g);
+    rc = sc_write_atomic(path, svg_body, &g);
 out:
     free(row0);
     free(phases);
