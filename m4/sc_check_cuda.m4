@@ -9,7 +9,7 @@
 # built with CUDA AND cudart, cuBLAS and cuDNN are found: a CUDA toolkit
 # beside a CPU-only StarPU (Debian's) is of no use.
 # Substitutes NVCC, NVCC_ARCHFLAGS, CUDA_CPPFLAGS, CUDA_LIBS (empty unless
-# SC_USE_CUDA); AM_CONDITIONAL SC_USE_NCCL, SC_HAVE_NVCC.
+# SC_USE_CUDA); AM_CONDITIONAL SC_USE_NCCL.
 
 AC_DEFUN([SC_CHECK_CUDA], [
   AC_REQUIRE([SC_CHECK_STARPU])
@@ -106,7 +106,6 @@ AC_DEFUN([SC_CHECK_CUDA], [
     [AC_DEFINE([SC_USE_NCCL], [1], [Define to 1 when NCCL is used by the CUDA codelets.])])
   AM_CONDITIONAL([SC_USE_CUDA], [test "$sc_use_cuda" = yes])
   AM_CONDITIONAL([SC_USE_NCCL], [test "$sc_use_nccl" = yes])
-  AM_CONDITIONAL([SC_HAVE_NVCC], [test "$sc_cuda_nvcc" != no])
   AC_ARG_VAR([NVCC], [CUDA compiler])
   AC_ARG_VAR([NVCC_ARCHFLAGS], [nvcc's target architectures (default: sm_90 code and compute_80 PTX, which any GPU from sm_80 on can JIT)])
   AS_IF([test -z "$NVCC_ARCHFLAGS"],

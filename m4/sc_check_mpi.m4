@@ -4,7 +4,7 @@
 #   MPI compiler wrapper, so that mpi.h and libmpi come with the compiler.
 # SC_CHECK_MPI: after AC_PROG_CC.  Makes sure MPI programs compile and link,
 #   falling back to pkg-config ompi-c when CC is a plain compiler.  Sets and
-#   substitutes MPI_CFLAGS, MPI_LIBS and MPIEXEC; AM_CONDITIONAL SC_HAVE_MPIEXEC.
+#   substitutes MPI_CFLAGS, MPI_LIBS and MPIEXEC.
 
 AC_DEFUN([SC_PROG_MPICC], [
   AC_BEFORE([$0], [AC_PROG_CC])
@@ -65,7 +65,6 @@ On Debian: apt-get install libopenmpi-dev openmpi-bin])
     sc_mpi_exec_version=`$MPIEXEC --version 2>/dev/null | sed -n 1p`
     AS_IF([test -z "$sc_mpi_exec_version"], [sc_mpi_exec_version=$MPIEXEC])
   ])
-  AM_CONDITIONAL([SC_HAVE_MPIEXEC], [test -n "$MPIEXEC"])
   AC_SUBST([MPI_CFLAGS])
   AC_SUBST([MPI_LIBS])
   AC_SUBST([MPIEXEC])

@@ -1,7 +1,7 @@
 # sc_check_sanitizers.m4 - --enable-sanitizers (ASan + UBSan).
 #
 # SC_CHECK_SANITIZERS: substitutes SC_SANITIZER_CFLAGS and
-# SC_SANITIZER_LDFLAGS (empty unless enabled); AM_CONDITIONAL SC_SANITIZERS.
+# SC_SANITIZER_LDFLAGS (empty unless enabled).
 #
 # -fno-sanitize-recover=undefined: a UBSan finding aborts the program (exit
 # status non-zero) instead of printing a line and going on, so that a test
@@ -35,7 +35,6 @@ AC_DEFUN([SC_CHECK_SANITIZERS], [
     CFLAGS=$sc_save_CFLAGS
     LDFLAGS=$sc_save_LDFLAGS
   ])
-  AM_CONDITIONAL([SC_SANITIZERS], [test "x$enable_sanitizers" = xyes])
   AC_SUBST([SC_SANITIZER_CFLAGS])
   AC_SUBST([SC_SANITIZER_LDFLAGS])
 ])

@@ -4,7 +4,6 @@
 # Prefers StarPU 1.4, else 1.3, always with its MPI layer.  Sets and
 # substitutes STARPU_CFLAGS, STARPU_LIBS; sc_starpu_cuda=yes|no tells whether
 # this StarPU was built with CUDA (STARPU_USE_CUDA in starpu_config.h).
-# AM_CONDITIONAL SC_STARPU_CUDA.
 
 AC_DEFUN([SC_CHECK_STARPU], [
   AC_REQUIRE([PKG_PROG_PKG_CONFIG])
@@ -78,7 +77,6 @@ On Debian: apt-get install libstarpu-dev libopenmpi-dev])])
   CPPFLAGS=$sc_save_CPPFLAGS
   LIBS=$sc_save_LIBS
 
-  AM_CONDITIONAL([SC_STARPU_CUDA], [test "$sc_starpu_cuda" = yes])
   AC_SUBST([STARPU_CFLAGS])
   AC_SUBST([STARPU_LIBS])
 ])
