@@ -56,6 +56,7 @@ struct sc_cpubind {
     hwloc_bitmap_t cores;       /* the rank's cores (core logical indexes) */
     hwloc_bitmap_t pus;         /* their processing units (hwloc cpuset) */
     char *set_text, *launcher_text;
+    int launcher_unbound;       /* the launcher's binding covers every core */
     int nworkers;
     hwloc_bitmap_t *worker_pus; /* per worker; NULL: workers not bound */
     char line[512];
@@ -100,6 +101,15 @@ static void pus_of(hwloc_topology_t topo, hwloc_const_bitmap_t cores, hwloc_bitm
     }
     hwloc_bitmap_foreach_end();
     hwloc_bitmap_and(pus, pus, hwloc_topology_get_allowed_cpuset(topo));
+}
+
+/* The same for one core. */
+static void pus_of_core(hwloc_topology_t topo, int core, hwloc_bitmap_t pus)
+{
+    hwloc_obj_t c = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)core);
+    hwloc_bitmap_zero(pus);
+    if (c)
+        hwloc_bitmap_and(pus, c->cpuset, hwloc_topology_get_allowed_cpuset(topo));
 }
 
 /* Every rank's core list, gathered over the node. */
@@ -187,8 +197,10 @@ int sc_cpubind_setup(MPI_Comm node, struct sc_cpubind **out)
     if (!err && hwloc_get_cpubind(b->topo, launcher, HWLOC_CPUBIND_PROCESS))
         hwloc_bitmap_copy(launcher, hwloc_topology_get_allowed_cpuset(b->topo)); /* unknown: unbound */
     hwloc_bitmap_t launcher_cores = hwloc_bitmap_alloc();
-    if (!err)
+    if (!err) {
         cores_of(b->topo, launcher, launcher_cores);
+        b->launcher_unbound = hwloc_bitmap_weight(launcher_cores) == ncores;
+    }
     hwloc_bitmap_list_asprintf(&b->launcher_text, launcher_cores);
     int any_err = err;
     MPI_Allreduce(MPI_IN_PLACE, &any_err, 1, MPI_INT, MPI_MIN, node);
@@ -272,24 +284,16 @@ static const char *how_text(const struct sc_cpubind *b)
 
 int sc_cpubind_place(struct sc_cpubind *b, int nworkers)
 {
-    int ncores = hwloc_bitmap_weight(b->cores), ncores_node = hwloc_get_nbobjs_by_type(b->topo, HWLOC_OBJ_CORE);
+    int ncores = hwloc_bitmap_weight(b->cores);
     if (b->how != SC_CPUBIND_SHARED && ncores > 0) {
         if (!(b->worker_pus = calloc((size_t)nworkers, sizeof(hwloc_bitmap_t))))
             return sc_error(SC_ERR_NOMEM, "out of memory");
         b->nworkers = nworkers;
         int core = hwloc_bitmap_first(b->cores);
         for (int w = 0; w < nworkers; w++) {
-            hwloc_bitmap_t one = hwloc_bitmap_alloc();
-            if (!one)
+            if (!(b->worker_pus[w] = hwloc_bitmap_alloc()))
                 return sc_error(SC_ERR_NOMEM, "out of memory");
-            hwloc_bitmap_only(one, (unsigned)core);
-            b->worker_pus[w] = hwloc_bitmap_alloc();
-            if (!b->worker_pus[w]) {
-                hwloc_bitmap_free(one);
-                return sc_error(SC_ERR_NOMEM, "out of memory");
-            }
-            pus_of(b->topo, one, b->worker_pus[w]);
-            hwloc_bitmap_free(one);
+            pus_of_core(b->topo, core, b->worker_pus[w]);
             core = hwloc_bitmap_next(b->cores, core);
             if (core < 0)
                 core = hwloc_bitmap_first(b->cores);
@@ -298,9 +302,7 @@ int sc_cpubind_place(struct sc_cpubind *b, int nworkers)
     /* Long core lists are cut short: these are messages. */
     char set[128], launcher[160];
     cores_phrase(set, sizeof set, b->set_text);
-    hwloc_bitmap_t lc = hwloc_bitmap_alloc();
-    int unbound = lc && hwloc_bitmap_list_sscanf(lc, b->launcher_text) == 0 && hwloc_bitmap_weight(lc) == ncores_node;
-    hwloc_bitmap_free(lc);
+    int unbound = b->launcher_unbound;
     if (unbound)
         snprintf(launcher, sizeof launcher, "not bound by the launcher");
     else {
