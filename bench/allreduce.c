@@ -96,7 +96,7 @@ int main(int argc, char **argv)
         double t1 = now();
         MPI_Barrier(rt.ctl);
         double t2 = now();
-        sc_ring_allreduce_submit(ring);
+        sc_ring_allreduce_submit(ring, NULL);
         sc_tasks_wait_data(h);
         double t3 = now();
         if (r >= 0) {

@@ -102,16 +102,16 @@ static struct starpu_codelet cl_bn_stats = {
     .name = "bn_stats",
 };
 
-int sc_insert_bn_stats(const struct sc_bn_args *a, starpu_data_handle_t x, starpu_data_handle_t stats,
-                       const char *name)
+int sc_insert_bn_stats(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
+                       starpu_data_handle_t stats, const char *name)
 {
     const char *op = "bn_stats";
     int ret;
     if ((ret = bn_shape(a, op)) || (ret = sc_check_vec(x, bn_elems(a), sizeof(float), op, "x")) ||
         (ret = sc_check_vec(stats, 2 * (size_t)a->c, sizeof(double), op, "stats")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_bn_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_W, stats, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_bn_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_W, stats,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -152,7 +152,8 @@ static struct starpu_codelet cl_accumulate_f64 = {
     .name = "accumulate_f64",
 };
 
-int sc_insert_accumulate_f64(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name)
+int sc_insert_accumulate_f64(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,
+                             const char *name)
 {
     const char *op = "accumulate_f64";
     int ret;
@@ -162,9 +163,8 @@ int sc_insert_accumulate_f64(starpu_data_handle_t dst, starpu_data_handle_t src,
     if (starpu_vector_get_nx(dst) != starpu_vector_get_nx(src))
         return sc_error(SC_ERR_SHAPE, "%s: dst has %zu elements, src %zu", op,
                         (size_t)starpu_vector_get_nx(dst), (size_t)starpu_vector_get_nx(src));
-    return sc_insert_result(starpu_task_insert(&cl_accumulate_f64, STARPU_RW, dst, STARPU_R, src,
-                                               SC_TASK_ATTRS(name), 0),
-                            op);
+    return sc_insert_result(
+        starpu_task_insert(&cl_accumulate_f64, STARPU_RW, dst, STARPU_R, src, SC_TASK_ATTRS(opts, name), 0), op);
 }
 
 /* ---- y = scale*x + shift per channel, then ReLU ---- */
@@ -238,7 +238,7 @@ static struct starpu_codelet cl_bn_fwd = {
     .name = "bn_fwd",
 };
 
-int sc_insert_bn_fwd(const struct sc_bn_args *a, double count, starpu_data_handle_t x,
+int sc_insert_bn_fwd(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count, starpu_data_handle_t x,
                      starpu_data_handle_t stats, starpu_data_handle_t params, starpu_data_handle_t y,
                      starpu_data_handle_t saved, const char *name)
 {
@@ -254,8 +254,8 @@ int sc_insert_bn_fwd(const struct sc_bn_args *a, double count, starpu_data_handl
         (ret = sc_check_vec(saved, c2, sizeof(float), op, "saved")))
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_bn_fwd, STARPU_VALUE, a, sizeof *a, STARPU_VALUE, &count,
-                                               sizeof count, STARPU_R, x, STARPU_R, stats, STARPU_R, params,
-                                               STARPU_W, y, STARPU_W, saved, SC_TASK_ATTRS(name), 0),
+                                               sizeof count, STARPU_R, x, STARPU_R, stats, STARPU_R, params, STARPU_W,
+                                               y, STARPU_W, saved, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -303,8 +303,9 @@ static struct starpu_codelet cl_bn_fwd_eval = {
     .name = "bn_fwd_eval",
 };
 
-int sc_insert_bn_fwd_eval(const struct sc_bn_args *a, starpu_data_handle_t x, starpu_data_handle_t running,
-                          starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
+int sc_insert_bn_fwd_eval(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
+                          starpu_data_handle_t running, starpu_data_handle_t params, starpu_data_handle_t y,
+                          const char *name)
 {
     const char *op = "bn_fwd_eval";
     int ret;
@@ -316,9 +317,8 @@ int sc_insert_bn_fwd_eval(const struct sc_bn_args *a, starpu_data_handle_t x, st
         (ret = sc_check_vec(params, c2, sizeof(float), op, "params")) ||
         (ret = sc_check_vec(y, bn_elems(a), sizeof(float), op, "y")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_bn_fwd_eval, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_R, running, STARPU_R, params, STARPU_W, y,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_bn_fwd_eval, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R,
+                                               running, STARPU_R, params, STARPU_W, y, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -395,8 +395,9 @@ static struct starpu_codelet cl_bn_running_gated = {
     .name = "bn_running_update",
 };
 
-int sc_insert_bn_running_update(const struct sc_bn_args *a, double count, starpu_data_handle_t stats,
-                                starpu_data_handle_t running, starpu_data_handle_t gate, const char *name)
+int sc_insert_bn_running_update(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
+                                starpu_data_handle_t stats, starpu_data_handle_t running, starpu_data_handle_t gate,
+                                const char *name)
 {
     const char *op = "bn_running_update";
     int ret;
@@ -414,13 +415,13 @@ int sc_insert_bn_running_update(const struct sc_bn_args *a, double count, starpu
     int gated = gate != NULL;
     if (gated)
         return sc_insert_result(starpu_task_insert(&cl_bn_running_gated, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
-                                                   &count, sizeof count, STARPU_VALUE, &gated, sizeof gated,
-                                                   STARPU_R, stats, STARPU_RW, running, STARPU_R, gate,
-                                                   SC_TASK_ATTRS(name), 0),
+                                                   &count, sizeof count, STARPU_VALUE, &gated, sizeof gated, STARPU_R,
+                                                   stats, STARPU_RW, running, STARPU_R, gate, SC_TASK_ATTRS(opts, name),
+                                                   0),
                                 op);
-    return sc_insert_result(starpu_task_insert(&cl_bn_running, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
-                                               &count, sizeof count, STARPU_VALUE, &gated, sizeof gated, STARPU_R,
-                                               stats, STARPU_RW, running, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_bn_running, STARPU_VALUE, a, sizeof *a, STARPU_VALUE, &count,
+                                               sizeof count, STARPU_VALUE, &gated, sizeof gated, STARPU_R, stats,
+                                               STARPU_RW, running, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -484,8 +485,9 @@ static struct starpu_codelet cl_bn_bwd_stats = {
     .name = "bn_bwd_stats",
 };
 
-int sc_insert_bn_bwd_stats(const struct sc_bn_args *a, starpu_data_handle_t x, starpu_data_handle_t dy,
-                           starpu_data_handle_t saved, starpu_data_handle_t dstats, const char *name)
+int sc_insert_bn_bwd_stats(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
+                           starpu_data_handle_t dy, starpu_data_handle_t saved, starpu_data_handle_t dstats,
+                           const char *name)
 {
     const char *op = "bn_bwd_stats";
     int ret;
@@ -497,9 +499,8 @@ int sc_insert_bn_bwd_stats(const struct sc_bn_args *a, starpu_data_handle_t x, s
         (ret = sc_check_vec(saved, c2, sizeof(float), op, "saved")) ||
         (ret = sc_check_vec(dstats, c2, sizeof(double), op, "dstats")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_bn_bwd_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_R, dy, STARPU_R, saved, STARPU_W, dstats,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_bn_bwd_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R, dy,
+                                               STARPU_R, saved, STARPU_W, dstats, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -541,8 +542,8 @@ static struct starpu_codelet cl_bn_param_grad = {
     .name = "bn_param_grad",
 };
 
-int sc_insert_bn_param_grad(int c, starpu_data_handle_t dstats, starpu_data_handle_t dparams,
-                            const char *name)
+int sc_insert_bn_param_grad(const struct sc_task_opts *opts, int c, starpu_data_handle_t dstats,
+                            starpu_data_handle_t dparams, const char *name)
 {
     const char *op = "bn_param_grad";
     int ret;
@@ -551,8 +552,8 @@ int sc_insert_bn_param_grad(int c, starpu_data_handle_t dstats, starpu_data_hand
     if ((ret = sc_check_vec(dstats, 2 * (size_t)c, sizeof(double), op, "dstats")) ||
         (ret = sc_check_vec(dparams, 2 * (size_t)c, sizeof(float), op, "dparams")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_bn_param_grad, STARPU_VALUE, &c, sizeof c, STARPU_R,
-                                               dstats, STARPU_W, dparams, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_bn_param_grad, STARPU_VALUE, &c, sizeof c, STARPU_R, dstats,
+                                               STARPU_W, dparams, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -612,9 +613,10 @@ static struct starpu_codelet cl_bn_bwd_data = {
     .name = "bn_bwd_data",
 };
 
-int sc_insert_bn_bwd_data(const struct sc_bn_args *a, double count, starpu_data_handle_t x,
-                          starpu_data_handle_t dy, starpu_data_handle_t params, starpu_data_handle_t saved,
-                          starpu_data_handle_t dstats, starpu_data_handle_t dx, const char *name)
+int sc_insert_bn_bwd_data(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
+                          starpu_data_handle_t x, starpu_data_handle_t dy, starpu_data_handle_t params,
+                          starpu_data_handle_t saved, starpu_data_handle_t dstats, starpu_data_handle_t dx,
+                          const char *name)
 {
     const char *op = "bn_bwd_data";
     int ret;
@@ -628,9 +630,8 @@ int sc_insert_bn_bwd_data(const struct sc_bn_args *a, double count, starpu_data_
         (ret = sc_check_vec(dstats, c2, sizeof(double), op, "dstats")) ||
         (ret = sc_check_vec(dx, bn_elems(a), sizeof(float), op, "dx")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_bn_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_VALUE,
-                                               &count, sizeof count, STARPU_R, x, STARPU_R, dy, STARPU_R,
-                                               params, STARPU_R, saved, STARPU_R, dstats, STARPU_W, dx,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_bn_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_VALUE, &count,
+                                               sizeof count, STARPU_R, x, STARPU_R, dy, STARPU_R, params, STARPU_R,
+                                               saved, STARPU_R, dstats, STARPU_W, dx, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }

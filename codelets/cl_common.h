@@ -94,9 +94,10 @@ int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const ch
 /* Closes the argument list of every wrapper's starpu_task_insert: the
  * task's name, priority, the workers it may run on and, while a trace is
  * recorded, its record. */
-#define SC_TASK_ATTRS(name)                                                                                  \
-    STARPU_NAME, (name), STARPU_PRIORITY, sc_task_priority(), STARPU_EXECUTE_WHERE, sc_task_where_mask(),    \
-        STARPU_CALLBACK_WITH_ARG_NFREE, sc_trace_task_callback(), sc_trace_new_rec((name), SC_REC_TASK)
+#define SC_TASK_ATTRS(opts, name)                                                                                      \
+    STARPU_NAME, (name), STARPU_PRIORITY, sc_task_opts_priority(opts), STARPU_EXECUTE_WHERE,                           \
+        sc_task_opts_where_mask(opts), STARPU_CALLBACK_WITH_ARG_NFREE, sc_trace_task_callback(),                       \
+        sc_trace_new_rec((name), SC_REC_TASK)
 
 /* The oneDNN kernels behind the codelets, for the region kernels, which
  * run them on windows they assemble.  which: 0 forward (in0 x, in1

@@ -528,7 +528,7 @@ static size_t conv_ny(const struct sc_conv_args *a)
     return (size_t)a->n * a->f * a->oh * a->ow;
 }
 
-int sc_insert_conv_fwd(const struct sc_conv_args *a, starpu_data_handle_t x,
+int sc_insert_conv_fwd(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
 {
     int ret;
@@ -537,10 +537,9 @@ int sc_insert_conv_fwd(const struct sc_conv_args *a, starpu_data_handle_t x,
         (ret = sc_check_vec(params, conv_nw(a) + a->f, sizeof(float), "conv_fwd", "params")) ||
         (ret = sc_check_vec(y, conv_ny(a), sizeof(float), "conv_fwd", "y")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_conv_fwd, STARPU_VALUE, a, sizeof *a,
-                                               STARPU_R, x, STARPU_R, params, STARPU_W, y,
-                                               STARPU_SCRATCH, sc_workspace_handle(),
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_conv_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R, params,
+                                               STARPU_W, y, STARPU_SCRATCH, sc_workspace_handle(),
+                                               SC_TASK_ATTRS(opts, name), 0),
                             "conv_fwd");
 }
 
@@ -571,7 +570,7 @@ static struct starpu_codelet cl_conv_bwd_data = {
     .name = "conv_bwd_data",
 };
 
-int sc_insert_conv_bwd_data(const struct sc_conv_args *a, starpu_data_handle_t dy,
+int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t dy,
                             starpu_data_handle_t params, starpu_data_handle_t dx, const char *name)
 {
     int ret;
@@ -580,10 +579,9 @@ int sc_insert_conv_bwd_data(const struct sc_conv_args *a, starpu_data_handle_t d
         (ret = sc_check_vec(params, conv_nw(a), sizeof(float), "conv_bwd_data", "params")) ||
         (ret = sc_check_vec(dx, conv_nx(a), sizeof(float), "conv_bwd_data", "dx")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_conv_bwd_data, STARPU_VALUE, a, sizeof *a,
-                                               STARPU_R, dy, STARPU_R, params, STARPU_W, dx,
-                                               STARPU_SCRATCH, sc_workspace_handle(),
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_conv_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_R, dy, STARPU_R,
+                                               params, STARPU_W, dx, STARPU_SCRATCH, sc_workspace_handle(),
+                                               SC_TASK_ATTRS(opts, name), 0),
                             "conv_bwd_data");
 }
 
@@ -614,7 +612,7 @@ static struct starpu_codelet cl_conv_bwd_filter = {
     .name = "conv_bwd_filter",
 };
 
-int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t x,
+int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name)
 {
     int ret;
@@ -624,10 +622,9 @@ int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t
         (ret = sc_check_vec(dparams, conv_nw(a) + (size_t)a->f, sizeof(float), "conv_bwd_filter",
                             "dparams")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_conv_bwd_filter, STARPU_VALUE, a, sizeof *a,
-                                               STARPU_R, x, STARPU_R, dy, STARPU_W, dparams,
-                                               STARPU_SCRATCH, sc_workspace_handle(),
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_conv_bwd_filter, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R,
+                                               dy, STARPU_W, dparams, STARPU_SCRATCH, sc_workspace_handle(),
+                                               SC_TASK_ATTRS(opts, name), 0),
                             "conv_bwd_filter");
 }
 

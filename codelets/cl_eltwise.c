@@ -62,8 +62,8 @@ static struct starpu_codelet cl_add = {
     .name = "add",
 };
 
-int sc_insert_add(int n, int relu, starpu_data_handle_t a, starpu_data_handle_t b, starpu_data_handle_t y,
-                  const char *name)
+int sc_insert_add(const struct sc_task_opts *opts, int n, int relu, starpu_data_handle_t a, starpu_data_handle_t b,
+                  starpu_data_handle_t y, const char *name)
 {
     const char *op = "add";
     int ret;
@@ -76,8 +76,8 @@ int sc_insert_add(int n, int relu, starpu_data_handle_t a, starpu_data_handle_t 
         (ret = sc_check_vec(y, (size_t)n, sizeof(float), op, "y")))
         return ret;
     struct add_args args = {n, relu};
-    return sc_insert_result(starpu_task_insert(&cl_add, STARPU_VALUE, &args, sizeof args, STARPU_R, a,
-                                               STARPU_R, b, STARPU_W, y, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_add, STARPU_VALUE, &args, sizeof args, STARPU_R, a, STARPU_R, b,
+                                               STARPU_W, y, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -118,7 +118,8 @@ static struct starpu_codelet cl_copy = {
     .name = "copy",
 };
 
-int sc_insert_copy(int n, starpu_data_handle_t src, starpu_data_handle_t dst, const char *name)
+int sc_insert_copy(const struct sc_task_opts *opts, int n, starpu_data_handle_t src, starpu_data_handle_t dst,
+                   const char *name)
 {
     const char *op = "copy";
     int ret;
@@ -127,8 +128,8 @@ int sc_insert_copy(int n, starpu_data_handle_t src, starpu_data_handle_t dst, co
     if ((ret = sc_check_vec(src, (size_t)n, sizeof(float), op, "src")) ||
         (ret = sc_check_vec(dst, (size_t)n, sizeof(float), op, "dst")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_copy, STARPU_VALUE, &n, sizeof n, STARPU_R, src,
-                                               STARPU_W, dst, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_copy, STARPU_VALUE, &n, sizeof n, STARPU_R, src, STARPU_W, dst,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -194,8 +195,8 @@ static struct starpu_codelet cl_gap_fwd = {
     .name = "gap_fwd",
 };
 
-int sc_insert_gap_fwd(int n, int c, int hw, float scale, starpu_data_handle_t x, starpu_data_handle_t y,
-                      const char *name)
+int sc_insert_gap_fwd(const struct sc_task_opts *opts, int n, int c, int hw, float scale, starpu_data_handle_t x,
+                      starpu_data_handle_t y, const char *name)
 {
     const char *op = "gap_fwd";
     struct gap_args a = {n, c, hw, scale};
@@ -204,8 +205,8 @@ int sc_insert_gap_fwd(int n, int c, int hw, float scale, starpu_data_handle_t x,
         (ret = sc_check_vec(x, (size_t)n * c * hw, sizeof(float), op, "x")) ||
         (ret = sc_check_vec(y, (size_t)n * c, sizeof(float), op, "y")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_gap_fwd, STARPU_VALUE, &a, sizeof a, STARPU_R, x,
-                                               STARPU_W, y, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_gap_fwd, STARPU_VALUE, &a, sizeof a, STARPU_R, x, STARPU_W, y,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -251,8 +252,8 @@ static struct starpu_codelet cl_gap_bwd = {
     .name = "gap_bwd",
 };
 
-int sc_insert_gap_bwd(int n, int c, int hw, float scale, starpu_data_handle_t dy, starpu_data_handle_t dx,
-                      const char *name)
+int sc_insert_gap_bwd(const struct sc_task_opts *opts, int n, int c, int hw, float scale, starpu_data_handle_t dy,
+                      starpu_data_handle_t dx, const char *name)
 {
     const char *op = "gap_bwd";
     struct gap_args a = {n, c, hw, scale};
@@ -261,8 +262,8 @@ int sc_insert_gap_bwd(int n, int c, int hw, float scale, starpu_data_handle_t dy
         (ret = sc_check_vec(dy, (size_t)n * c, sizeof(float), op, "dy")) ||
         (ret = sc_check_vec(dx, (size_t)n * c * hw, sizeof(float), op, "dx")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_gap_bwd, STARPU_VALUE, &a, sizeof a, STARPU_R, dy,
-                                               STARPU_W, dx, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_gap_bwd, STARPU_VALUE, &a, sizeof a, STARPU_R, dy, STARPU_W, dx,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -397,8 +398,8 @@ static struct starpu_codelet cl_pixel_xent = {
     .name = "pixel_xent",
 };
 
-int sc_insert_pixel_xent(const struct sc_pixel_xent_args *a, starpu_data_handle_t logits,
-                         starpu_data_handle_t labels, starpu_data_handle_t dlogits,
+int sc_insert_pixel_xent(const struct sc_task_opts *opts, const struct sc_pixel_xent_args *a,
+                         starpu_data_handle_t logits, starpu_data_handle_t labels, starpu_data_handle_t dlogits,
                          starpu_data_handle_t stats, const char *name)
 {
     const char *op = "pixel_xent";
@@ -407,9 +408,9 @@ int sc_insert_pixel_xent(const struct sc_pixel_xent_args *a, starpu_data_handle_
         ret = sc_error(SC_ERR_ARG, "%s: no dlogits handle", op);
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_pixel_xent, STARPU_VALUE, a, sizeof *a, STARPU_R, logits,
-                                               STARPU_R, labels, STARPU_W, dlogits, STARPU_W, stats,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_pixel_xent, STARPU_VALUE, a, sizeof *a, STARPU_R, logits, STARPU_R,
+                                               labels, STARPU_W, dlogits, STARPU_W, stats, SC_TASK_ATTRS(opts, name),
+                                               0),
                             op);
 }
 
@@ -437,16 +438,16 @@ static struct starpu_codelet cl_pixel_xent_eval = {
     .name = "pixel_xent_eval",
 };
 
-int sc_insert_pixel_xent_eval(const struct sc_pixel_xent_args *a, starpu_data_handle_t logits,
-                              starpu_data_handle_t labels, starpu_data_handle_t stats, const char *name)
+int sc_insert_pixel_xent_eval(const struct sc_task_opts *opts, const struct sc_pixel_xent_args *a,
+                              starpu_data_handle_t logits, starpu_data_handle_t labels, starpu_data_handle_t stats,
+                              const char *name)
 {
     const char *op = "pixel_xent_eval";
     int ret = pixel_xent_check(a, op, logits, labels, NULL, stats);
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_pixel_xent_eval, STARPU_VALUE, a, sizeof *a, STARPU_R,
-                                               logits, STARPU_R, labels, STARPU_W, stats,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_pixel_xent_eval, STARPU_VALUE, a, sizeof *a, STARPU_R, logits,
+                                               STARPU_R, labels, STARPU_W, stats, SC_TASK_ATTRS(opts, name), 0),
                             op);
 }
 
@@ -516,7 +517,8 @@ static struct starpu_codelet cl_sum_ordered = {
     .name = "sum_ordered",
 };
 
-int sc_insert_sum_ordered(int count, starpu_data_handle_t *src, starpu_data_handle_t dst, const char *name)
+int sc_insert_sum_ordered(const struct sc_task_opts *opts, int count, starpu_data_handle_t *src,
+                          starpu_data_handle_t dst, const char *name)
 {
     const char *op = "sum_ordered";
     int ret;
@@ -544,9 +546,8 @@ int sc_insert_sum_ordered(int count, starpu_data_handle_t *src, starpu_data_hand
     descr[count].handle = dst;
     descr[count].mode = STARPU_W;
     int elemsize = (int)es;
-    return sc_insert_result(starpu_task_insert(&cl_sum_ordered, STARPU_VALUE, &count, sizeof count,
-                                               STARPU_VALUE, &elemsize, sizeof elemsize,
-                                               STARPU_DATA_MODE_ARRAY, descr, count + 1,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_sum_ordered, STARPU_VALUE, &count, sizeof count, STARPU_VALUE,
+                                               &elemsize, sizeof elemsize, STARPU_DATA_MODE_ARRAY, descr, count + 1,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             op);
 }

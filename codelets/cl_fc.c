@@ -87,15 +87,15 @@ static struct starpu_codelet cl_fc_fwd = {
     .name = "fc_fwd",
 };
 
-int sc_insert_fc_fwd(const struct sc_fc_args *a, starpu_data_handle_t x, starpu_data_handle_t params,
-                     starpu_data_handle_t y, const char *name)
+int sc_insert_fc_fwd(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
+                     starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
 {
     int ret = fc_check(a, "fc_fwd", x, (size_t)a->n * a->in, "x", params,
                        (size_t)a->out * a->in + a->out, "params", y, (size_t)a->n * a->out, "y");
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_fc_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_R, params, STARPU_W, y, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_fc_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R, params,
+                                               STARPU_W, y, SC_TASK_ATTRS(opts, name), 0),
                             "fc_fwd");
 }
 
@@ -146,16 +146,15 @@ static struct starpu_codelet cl_fc_bwd_data = {
     .name = "fc_bwd_data",
 };
 
-int sc_insert_fc_bwd_data(const struct sc_fc_args *a, starpu_data_handle_t dy,
+int sc_insert_fc_bwd_data(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t dy,
                           starpu_data_handle_t params, starpu_data_handle_t dx, const char *name)
 {
     int ret = fc_check(a, "fc_bwd_data", dy, (size_t)a->n * a->out, "dy", params,
                        (size_t)a->out * a->in, "params", dx, (size_t)a->n * a->in, "dx");
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_fc_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_R,
-                                               dy, STARPU_R, params, STARPU_W, dx,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_fc_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_R, dy, STARPU_R,
+                                               params, STARPU_W, dx, SC_TASK_ATTRS(opts, name), 0),
                             "fc_bwd_data");
 }
 
@@ -214,15 +213,14 @@ static struct starpu_codelet cl_fc_bwd_weights = {
     .name = "fc_bwd_weights",
 };
 
-int sc_insert_fc_bwd_weights(const struct sc_fc_args *a, starpu_data_handle_t x,
+int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                              starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name)
 {
     int ret = fc_check(a, "fc_bwd_weights", x, (size_t)a->n * a->in, "x", dy, (size_t)a->n * a->out,
                        "dy", dparams, (size_t)a->out * a->in + a->out, "dparams");
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_fc_bwd_weights, STARPU_VALUE, a, sizeof *a,
-                                               STARPU_R, x, STARPU_R, dy, STARPU_W, dparams,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_fc_bwd_weights, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R,
+                                               dy, STARPU_W, dparams, SC_TASK_ATTRS(opts, name), 0),
                             "fc_bwd_weights");
 }

@@ -50,8 +50,8 @@ static struct starpu_codelet cl_load_batch = {
     .name = "load_batch",
 };
 
-int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int pixels, int n,
-                         const int32_t *idx, starpu_data_handle_t x, starpu_data_handle_t labels,
+int sc_insert_load_batch(const struct sc_task_opts *opts, const uint8_t *images, const uint8_t *src_labels, int pixels,
+                         int n, const int32_t *idx, starpu_data_handle_t x, starpu_data_handle_t labels,
                          const char *name)
 {
     int ret;
@@ -67,7 +67,7 @@ int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int p
     *a = (struct load_args){images, src_labels, pixels, n};
     memcpy(a->idx, idx, (size_t)n * sizeof(int32_t));
     ret = starpu_task_insert(&cl_load_batch, STARPU_CL_ARGS, a, size, STARPU_W, x, STARPU_W, labels,
-                             SC_TASK_ATTRS(name), 0);
+                             SC_TASK_ATTRS(opts, name), 0);
     return sc_insert_result(ret, "load_batch");
 }
 
@@ -126,8 +126,9 @@ static struct starpu_codelet cl_load_labels = {
     .cpu_funcs = {cl_load_labels_cpu_func}, .nbuffers = 1, .modes = {STARPU_W},
     .model = &load_labels_model, .name = "load_labels"};
 
-static int insert_block(struct starpu_codelet *cl, const uint8_t *src, const struct sc_load_block *b, int n,
-                        const int32_t *idx, starpu_data_handle_t h, const char *name)
+static int insert_block(const struct sc_task_opts *opts, struct starpu_codelet *cl, const uint8_t *src,
+                        const struct sc_load_block *b, int n, const int32_t *idx, starpu_data_handle_t h,
+                        const char *name)
 {
     size_t size = sizeof(struct block_args) + (size_t)n * sizeof(int32_t);
     struct block_args *a = malloc(size);
@@ -139,12 +140,12 @@ static int insert_block(struct starpu_codelet *cl, const uint8_t *src, const str
         a->b = *b;
     a->n = n;
     memcpy(a->idx, idx, (size_t)n * sizeof(int32_t));
-    return sc_insert_result(starpu_task_insert(cl, STARPU_CL_ARGS, a, size, STARPU_W, h, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(cl, STARPU_CL_ARGS, a, size, STARPU_W, h, SC_TASK_ATTRS(opts, name), 0),
                             cl->name);
 }
 
-int sc_insert_load_images(const uint8_t *images, const struct sc_load_block *b, int n, const int32_t *idx,
-                          starpu_data_handle_t x, const char *name)
+int sc_insert_load_images(const struct sc_task_opts *opts, const uint8_t *images, const struct sc_load_block *b, int n,
+                          const int32_t *idx, starpu_data_handle_t x, const char *name)
 {
     int ret;
     if (!images || !b || !idx || n < 1 || b->c < 1 || b->r0 < 0 || b->r1 > b->h || b->r0 >= b->r1 || b->c0 < 0 ||
@@ -153,16 +154,16 @@ int sc_insert_load_images(const uint8_t *images, const struct sc_load_block *b, 
     if ((ret = sc_check_vec(x, (size_t)n * b->c * (b->r1 - b->r0) * (b->c1 - b->c0), sizeof(float),
                             "load_images", "x")))
         return ret;
-    return insert_block(&cl_load_images, images, b, n, idx, x, name);
+    return insert_block(opts, &cl_load_images, images, b, n, idx, x, name);
 }
 
-int sc_insert_load_labels(const uint8_t *src_labels, int n, const int32_t *idx, starpu_data_handle_t labels,
-                          const char *name)
+int sc_insert_load_labels(const struct sc_task_opts *opts, const uint8_t *src_labels, int n, const int32_t *idx,
+                          starpu_data_handle_t labels, const char *name)
 {
     int ret;
     if (!src_labels || !idx || n < 1)
         return sc_error(SC_ERR_ARG, "load_labels: bad arguments (n %d)", n);
     if ((ret = sc_check_vec(labels, n, sizeof(int32_t), "load_labels", "labels")))
         return ret;
-    return insert_block(&cl_load_labels, src_labels, NULL, n, idx, labels, name);
+    return insert_block(opts, &cl_load_labels, src_labels, NULL, n, idx, labels, name);
 }

@@ -221,14 +221,14 @@ static struct starpu_codelet cl_pool_fwd = {
     .name = "pool_fwd",
 };
 
-int sc_insert_pool_fwd(const struct sc_pool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
-                       starpu_data_handle_t ws, const char *name)
+int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,
+                       starpu_data_handle_t y, starpu_data_handle_t ws, const char *name)
 {
     int ret = pool_check(a, "pool_fwd", x, "x", y, "y", ws);
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_pool_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x,
-                                               STARPU_W, y, STARPU_W, ws, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_pool_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_W, y,
+                                               STARPU_W, ws, SC_TASK_ATTRS(opts, name), 0),
                             "pool_fwd");
 }
 
@@ -257,14 +257,14 @@ static struct starpu_codelet cl_pool_bwd = {
     .name = "pool_bwd",
 };
 
-int sc_insert_pool_bwd(const struct sc_pool_args *a, starpu_data_handle_t dy, starpu_data_handle_t ws,
-                       starpu_data_handle_t dx, const char *name)
+int sc_insert_pool_bwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t dy,
+                       starpu_data_handle_t ws, starpu_data_handle_t dx, const char *name)
 {
     int ret = pool_check(a, "pool_bwd", dx, "dx", dy, "dy", ws);
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_pool_bwd, STARPU_VALUE, a, sizeof *a, STARPU_R, dy,
-                                               STARPU_R, ws, STARPU_W, dx, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_pool_bwd, STARPU_VALUE, a, sizeof *a, STARPU_R, dy, STARPU_R, ws,
+                                               STARPU_W, dx, SC_TASK_ATTRS(opts, name), 0),
                             "pool_bwd");
 }
 

@@ -336,8 +336,8 @@ static void channels(const struct sc_region_args *a, int *ca, int *cb, int *cd)
     }
 }
 
-int sc_insert_region(const struct sc_region_args *a, starpu_data_handle_t *srcs, starpu_data_handle_t params,
-                     starpu_data_handle_t dst, const char *name)
+int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_args *a, starpu_data_handle_t *srcs,
+                     starpu_data_handle_t params, starpu_data_handle_t dst, const char *name)
 {
     static const char *const ops[] = {"region_copy", "conv_fwd region", "conv_bwd_data region",
                                       "conv_bwd_filter region", "pool_fwd region", "pool_bwd region"};
@@ -395,6 +395,6 @@ int sc_insert_region(const struct sc_region_args *a, starpu_data_handle_t *srcs,
         return sc_error(SC_ERR_NOMEM, "%s: out of memory", op);
     *copy = *a;
     ret = starpu_task_insert(&cl_region, STARPU_CL_ARGS, copy, sizeof *copy, STARPU_DATA_MODE_ARRAY, d, nd,
-                             SC_TASK_ATTRS(name), 0);
+                             SC_TASK_ATTRS(opts, name), 0);
     return sc_insert_result(ret, op);
 }

@@ -56,7 +56,8 @@ static struct starpu_codelet cl_relu_bwd = {
     .name = "relu_bwd",
 };
 
-int sc_insert_relu_bwd(int n, starpu_data_handle_t dy, starpu_data_handle_t y, const char *name)
+int sc_insert_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy, starpu_data_handle_t y,
+                       const char *name)
 {
     int ret;
     if (n < 0)
@@ -64,7 +65,7 @@ int sc_insert_relu_bwd(int n, starpu_data_handle_t dy, starpu_data_handle_t y, c
     if ((ret = sc_check_vec(dy, n, sizeof(float), "relu_bwd", "dy")) ||
         (ret = sc_check_vec(y, n, sizeof(float), "relu_bwd", "y")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_relu_bwd, STARPU_VALUE, &n, sizeof n, STARPU_RW, dy,
-                                               STARPU_R, y, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_relu_bwd, STARPU_VALUE, &n, sizeof n, STARPU_RW, dy, STARPU_R, y,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             "relu_bwd");
 }

@@ -367,8 +367,8 @@ static struct starpu_codelet cl_synth_load = {
     .name = "synth_load",
 };
 
-int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, starpu_data_handle_t x,
-                         starpu_data_handle_t labels, const char *name)
+int sc_insert_synth_load(const struct sc_task_opts *opts, const struct sc_synth_args *a, const int32_t *idx,
+                         starpu_data_handle_t x, starpu_data_handle_t labels, const char *name)
 {
     int ret;
     if ((ret = synth_check(a, "synth_load")))
@@ -392,7 +392,7 @@ int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, star
     memcpy(ta->idx, idx, (size_t)a->n * sizeof(int32_t));
     struct starpu_data_descr d[2] = {{x, STARPU_W}, {labels, STARPU_W}};
     ret = starpu_task_insert(&cl_synth_load, STARPU_CL_ARGS, ta, size, STARPU_DATA_MODE_ARRAY, d, labels ? 2 : 1,
-                             SC_TASK_ATTRS(name), 0);
+                             SC_TASK_ATTRS(opts, name), 0);
     return sc_insert_result(ret, "synth_load");
 }
 
@@ -470,8 +470,8 @@ static struct starpu_codelet cl_synth_labels = {
     .name = "synth_labels",
 };
 
-int sc_insert_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
-                           starpu_data_handle_t labels, const char *name)
+int sc_insert_synth_labels(const struct sc_task_opts *opts, const struct sc_synth_args *a, int oh, int ow,
+                           struct sc_box box, const int32_t *idx, starpu_data_handle_t labels, const char *name)
 {
     int ret;
     if ((ret = synth_check(a, "synth_labels")))
@@ -489,6 +489,7 @@ int sc_insert_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct
     memset(ta, 0, sizeof *ta);
     ta->a = *a, ta->oh = oh, ta->ow = ow, ta->box = box;
     memcpy(ta->idx, idx, (size_t)a->n * sizeof(int32_t));
-    ret = starpu_task_insert(&cl_synth_labels, STARPU_CL_ARGS, ta, size, STARPU_W, labels, SC_TASK_ATTRS(name), 0);
+    ret =
+        starpu_task_insert(&cl_synth_labels, STARPU_CL_ARGS, ta, size, STARPU_W, labels, SC_TASK_ATTRS(opts, name), 0);
     return sc_insert_result(ret, "synth_labels");
 }

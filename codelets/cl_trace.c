@@ -1,5 +1,6 @@
-/* Attributes of the submitted tasks: priority, and trace records filled
- * from StarPU's per-task profiling when the task completes. */
+/* Attributes of the submitted tasks: priority and workers from the
+ * caller's sc_task_opts, and trace records filled from StarPU's per-task
+ * profiling when the task completes. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,29 +10,18 @@
 
 #include "cl_common.h"
 
-static int priority;
-
-void sc_task_set_priority(int prio)
+int sc_task_opts_priority(const struct sc_task_opts *opts)
 {
+    if (!opts)
+        return 0;
     int lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority();
-    priority = prio < lo ? lo : prio > hi ? hi : prio;
+    return opts->priority < lo ? lo : opts->priority > hi ? hi : opts->priority;
 }
 
-int sc_task_priority(void)
+unsigned long long sc_task_opts_where_mask(const struct sc_task_opts *opts)
 {
-    return priority;
-}
-
-static enum sc_where where = SC_WHERE_ANY;
-
-void sc_task_set_where(enum sc_where w)
-{
-    where = w;
-}
-
-unsigned long long sc_task_where_mask(void)
-{
-    return where == SC_WHERE_CPU ? STARPU_CPU : where == SC_WHERE_CUDA ? STARPU_CUDA : (unsigned long long)-1;
+    enum sc_where w = opts ? opts->where : SC_WHERE_ANY;
+    return w == SC_WHERE_CPU ? STARPU_CPU : w == SC_WHERE_CUDA ? STARPU_CUDA : (unsigned long long)-1;
 }
 
 /* Records live in fixed-size blocks that never move; only the submitting

@@ -64,14 +64,14 @@ static struct starpu_codelet cl_accumulate = {
     .name = "accumulate",
 };
 
-int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name)
+int sc_insert_accumulate(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,
+                         const char *name)
 {
     int ret = same_length("accumulate", dst, "dst", src, "src");
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_accumulate, STARPU_RW, dst, STARPU_R, src,
-                                               SC_TASK_ATTRS(name), 0),
-                            "accumulate");
+    return sc_insert_result(
+        starpu_task_insert(&cl_accumulate, STARPU_RW, dst, STARPU_R, src, SC_TASK_ATTRS(opts, name), 0), "accumulate");
 }
 
 /* ---- SGD with momentum and weight decay, as torch.optim.SGD ---- */
@@ -163,8 +163,8 @@ static struct starpu_codelet cl_sgd_gated = {
     .name = "sgd",
 };
 
-int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
-                  starpu_data_handle_t g, const char *name)
+int sc_insert_sgd(const struct sc_task_opts *opts, const struct sc_sgd_args *a, starpu_data_handle_t w,
+                  starpu_data_handle_t v, starpu_data_handle_t g, const char *name)
 {
     int ret;
     if ((ret = same_length("sgd", w, "w", v, "v")) || (ret = same_length("sgd", w, "w", g, "g")))
@@ -172,13 +172,12 @@ int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_da
     if (a->gate) {
         if ((ret = sc_check_vec(a->gate, 1, sizeof(float), "sgd", "gate")))
             return ret;
-        return sc_insert_result(starpu_task_insert(&cl_sgd_gated, STARPU_VALUE, a, sizeof *a, STARPU_RW, w,
-                                                   STARPU_RW, v, STARPU_R, g, STARPU_R, a->gate,
-                                                   SC_TASK_ATTRS(name), 0),
+        return sc_insert_result(starpu_task_insert(&cl_sgd_gated, STARPU_VALUE, a, sizeof *a, STARPU_RW, w, STARPU_RW,
+                                                   v, STARPU_R, g, STARPU_R, a->gate, SC_TASK_ATTRS(opts, name), 0),
                                 "sgd");
     }
-    return sc_insert_result(starpu_task_insert(&cl_sgd, STARPU_VALUE, a, sizeof *a, STARPU_RW, w,
-                                               STARPU_RW, v, STARPU_R, g, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_sgd, STARPU_VALUE, a, sizeof *a, STARPU_RW, w, STARPU_RW, v,
+                                               STARPU_R, g, SC_TASK_ATTRS(opts, name), 0),
                             "sgd");
 }
 
@@ -199,9 +198,9 @@ static struct starpu_codelet cl_zero = {
     .name = "zero",
 };
 
-int sc_insert_zero(starpu_data_handle_t h, const char *name)
+int sc_insert_zero(const struct sc_task_opts *opts, starpu_data_handle_t h, const char *name)
 {
-    return sc_insert_result(starpu_task_insert(&cl_zero, STARPU_W, h, SC_TASK_ATTRS(name), 0), "zero");
+    return sc_insert_result(starpu_task_insert(&cl_zero, STARPU_W, h, SC_TASK_ATTRS(opts, name), 0), "zero");
 }
 
 static void cl_count_nonfinite_cpu_func(void *buffers[], void *cl_arg)
@@ -223,13 +222,14 @@ static struct starpu_codelet cl_count_nonfinite = {
     .name = "count_nonfinite",
 };
 
-int sc_insert_count_nonfinite(starpu_data_handle_t count, starpu_data_handle_t g, const char *name)
+int sc_insert_count_nonfinite(const struct sc_task_opts *opts, starpu_data_handle_t count, starpu_data_handle_t g,
+                              const char *name)
 {
     int ret;
     if ((ret = sc_check_vec(count, 1, sizeof(float), "count_nonfinite", "count")) ||
         (ret = sc_check_vec(g, 0, sizeof(float), "count_nonfinite", "g")))
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_count_nonfinite, STARPU_RW | STARPU_COMMUTE, count, STARPU_R,
-                                               g, SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_count_nonfinite, STARPU_RW | STARPU_COMMUTE, count, STARPU_R, g,
+                                               SC_TASK_ATTRS(opts, name), 0),
                             "count_nonfinite");
 }

@@ -115,17 +115,17 @@ static struct starpu_codelet cl_xent = {
     .name = "xent",
 };
 
-int sc_insert_xent(const struct sc_xent_args *a, starpu_data_handle_t logits, starpu_data_handle_t labels,
-                   starpu_data_handle_t dlogits, starpu_data_handle_t stats, const char *name)
+int sc_insert_xent(const struct sc_task_opts *opts, const struct sc_xent_args *a, starpu_data_handle_t logits,
+                   starpu_data_handle_t labels, starpu_data_handle_t dlogits, starpu_data_handle_t stats,
+                   const char *name)
 {
     int ret = xent_check(a, "xent", logits, labels, dlogits, stats);
     if (!ret && !dlogits)
         ret = sc_error(SC_ERR_ARG, "xent: no dlogits handle");
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_xent, STARPU_VALUE, a, sizeof *a, STARPU_R, logits,
-                                               STARPU_R, labels, STARPU_W, dlogits, STARPU_W, stats,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_xent, STARPU_VALUE, a, sizeof *a, STARPU_R, logits, STARPU_R, labels,
+                                               STARPU_W, dlogits, STARPU_W, stats, SC_TASK_ATTRS(opts, name), 0),
                             "xent");
 }
 
@@ -155,14 +155,13 @@ static struct starpu_codelet cl_xent_eval = {
     .name = "xent_eval",
 };
 
-int sc_insert_xent_eval(const struct sc_xent_args *a, starpu_data_handle_t logits,
+int sc_insert_xent_eval(const struct sc_task_opts *opts, const struct sc_xent_args *a, starpu_data_handle_t logits,
                         starpu_data_handle_t labels, starpu_data_handle_t stats, const char *name)
 {
     int ret = xent_check(a, "xent_eval", logits, labels, NULL, stats);
     if (ret)
         return ret;
-    return sc_insert_result(starpu_task_insert(&cl_xent_eval, STARPU_VALUE, a, sizeof *a, STARPU_R,
-                                               logits, STARPU_R, labels, STARPU_W, stats,
-                                               SC_TASK_ATTRS(name), 0),
+    return sc_insert_result(starpu_task_insert(&cl_xent_eval, STARPU_VALUE, a, sizeof *a, STARPU_R, logits, STARPU_R,
+                                               labels, STARPU_W, stats, SC_TASK_ATTRS(opts, name), 0),
                             "xent_eval");
 }

@@ -15,6 +15,17 @@
 #include <starpu.h>
 #include <stdint.h>
 
+/* How a wrapper submits its task, given by the caller (every sc_insert_*
+ * takes it first): the task's priority, and the kind of worker it may run
+ * on.  The kind matters for computations that must give the same bits on
+ * every rank: a CPU and a GPU kernel sum in other orders.  NULL: priority
+ * 0, any worker. */
+enum sc_where { SC_WHERE_ANY, SC_WHERE_CPU, SC_WHERE_CUDA };
+struct sc_task_opts {
+    int priority;
+    enum sc_where where;
+};
+
 /* Call once after starpu_init: makes oneDNN (OpenMP) and OpenBLAS run
  * single-threaded inside each worker, since StarPU supplies the parallelism,
  * and registers the kernels' scratch memory.  0, or SC_ERR_ARG for a bad
@@ -32,13 +43,13 @@ struct sc_conv_args {
     int relu;            /* 1: y = max(0, conv(x) + b) (ReLU as a oneDNN post-op) */
 };
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */
-int sc_insert_conv_fwd(const struct sc_conv_args *a, starpu_data_handle_t x,
+int sc_insert_conv_fwd(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
 /* R dy, R params, W dx   (dy is the gradient w.r.t. the pre-activation) */
-int sc_insert_conv_bwd_data(const struct sc_conv_args *a, starpu_data_handle_t dy,
+int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t dy,
                             starpu_data_handle_t params, starpu_data_handle_t dx, const char *name);
 /* R x, R dy, W dparams[f*c*kh*kw + f]  (overwritten, not accumulated) */
-int sc_insert_conv_bwd_filter(const struct sc_conv_args *a, starpu_data_handle_t x,
+int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
 
 /* ---- pooling (oneDNN) ---- */
@@ -53,11 +64,11 @@ struct sc_pool_args {
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
 /* R x, W y, W ws (uint8 vector of sc_pool_workspace_bytes; ignored, may be
  * a 1-byte handle, for average pooling) */
-int sc_insert_pool_fwd(const struct sc_pool_args *a, starpu_data_handle_t x, starpu_data_handle_t y,
-                       starpu_data_handle_t ws, const char *name);
+int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,
+                       starpu_data_handle_t y, starpu_data_handle_t ws, const char *name);
 /* R dy, R ws, W dx */
-int sc_insert_pool_bwd(const struct sc_pool_args *a, starpu_data_handle_t dy, starpu_data_handle_t ws,
-                       starpu_data_handle_t dx, const char *name);
+int sc_insert_pool_bwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t dy,
+                       starpu_data_handle_t ws, starpu_data_handle_t dx, const char *name);
 
 /* ---- fully connected (CBLAS) ---- */
 struct sc_fc_args {
@@ -65,18 +76,19 @@ struct sc_fc_args {
     int relu;            /* 1: y = max(0, x W^T + b) */
 };
 /* R x[n*in], R params[out*in + out], W y[n*out] */
-int sc_insert_fc_fwd(const struct sc_fc_args *a, starpu_data_handle_t x, starpu_data_handle_t params,
-                     starpu_data_handle_t y, const char *name);
+int sc_insert_fc_fwd(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
+                     starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
 /* R dy[n*out], R params, W dx[n*in] */
-int sc_insert_fc_bwd_data(const struct sc_fc_args *a, starpu_data_handle_t dy,
+int sc_insert_fc_bwd_data(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t dy,
                           starpu_data_handle_t params, starpu_data_handle_t dx, const char *name);
 /* R x, R dy, W dparams[out*in + out] (overwritten) */
-int sc_insert_fc_bwd_weights(const struct sc_fc_args *a, starpu_data_handle_t x,
+int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                              starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
 
 /* ---- ReLU backward: dy[i] = y[i] > 0 ? dy[i] : 0 for i < n ---- */
 /* RW dy, R y */
-int sc_insert_relu_bwd(int n, starpu_data_handle_t dy, starpu_data_handle_t y, const char *name);
+int sc_insert_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy, starpu_data_handle_t y,
+                       const char *name);
 
 /* ---- softmax cross-entropy ---- */
 struct sc_xent_args {
@@ -86,18 +98,19 @@ struct sc_xent_args {
 /* R logits[n*classes], R labels (int32 vector, n), W dlogits[n*classes],
  * W stats (float vector of 2: {sum over the n samples of -log p(label),
  * number of samples whose argmax equals the label}) */
-int sc_insert_xent(const struct sc_xent_args *a, starpu_data_handle_t logits, starpu_data_handle_t labels,
-                   starpu_data_handle_t dlogits, starpu_data_handle_t stats, const char *name);
+int sc_insert_xent(const struct sc_task_opts *opts, const struct sc_xent_args *a, starpu_data_handle_t logits,
+                   starpu_data_handle_t labels, starpu_data_handle_t dlogits, starpu_data_handle_t stats,
+                   const char *name);
 /* Evaluation only: R logits, R labels, W stats (as above). */
-int sc_insert_xent_eval(const struct sc_xent_args *a, starpu_data_handle_t logits,
+int sc_insert_xent_eval(const struct sc_task_opts *opts, const struct sc_xent_args *a, starpu_data_handle_t logits,
                         starpu_data_handle_t labels, starpu_data_handle_t stats, const char *name);
 
 /* ---- input: gather samples of a uint8 data set into a float tile ---- */
 /* x[i*pixels + p] = images[idx[i]*pixels + p] / 255.0f, labels[i] = src_labels[idx[i]].
  * The data set memory must outlive the task.  W x, W labels (int32). */
-int sc_insert_load_batch(const uint8_t *images, const uint8_t *src_labels, int pixels,
-                         int n, const int32_t *idx, starpu_data_handle_t x,
-                         starpu_data_handle_t labels, const char *name);
+int sc_insert_load_batch(const struct sc_task_opts *opts, const uint8_t *images, const uint8_t *src_labels, int pixels,
+                         int n, const int32_t *idx, starpu_data_handle_t x, starpu_data_handle_t labels,
+                         const char *name);
 
 /* A block of each sample, for spatially split inputs, and the labels on
  * their own (the loss layer's tiles may hold other samples than the
@@ -107,15 +120,16 @@ struct sc_load_block {
     int c, h, w;              /* the data set's sample shape */
     int r0, r1, c0, c1;       /* the block */
 };
-int sc_insert_load_images(const uint8_t *images, const struct sc_load_block *b, int n, const int32_t *idx,
-                          starpu_data_handle_t x, const char *name);
+int sc_insert_load_images(const struct sc_task_opts *opts, const uint8_t *images, const struct sc_load_block *b, int n,
+                          const int32_t *idx, starpu_data_handle_t x, const char *name);
 /* W labels (int32, n) */
-int sc_insert_load_labels(const uint8_t *src_labels, int n, const int32_t *idx, starpu_data_handle_t labels,
-                          const char *name);
+int sc_insert_load_labels(const struct sc_task_opts *opts, const uint8_t *src_labels, int n, const int32_t *idx,
+                          starpu_data_handle_t labels, const char *name);
 
 /* ---- vector ops (lengths from the handles, which must match) ---- */
 /* RW dst, R src: dst += src */
-int sc_insert_accumulate(starpu_data_handle_t dst, starpu_data_handle_t src, const char *name);
+int sc_insert_accumulate(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,
+                         const char *name);
 
 /* SGD exactly as torch.optim.SGD (dampening 0, no Nesterov):
  * g' = g + wd*w; v = momentum*v + g'; w -= lr*v.  With v starting at 0 the
@@ -141,27 +155,22 @@ struct sc_nonfinite {
     int freeze;
 };
 /* RW w, RW v, R g (and R a->gate) */
-int sc_insert_sgd(const struct sc_sgd_args *a, starpu_data_handle_t w, starpu_data_handle_t v,
-                  starpu_data_handle_t g, const char *name);
+int sc_insert_sgd(const struct sc_task_opts *opts, const struct sc_sgd_args *a, starpu_data_handle_t w,
+                  starpu_data_handle_t v, starpu_data_handle_t g, const char *name);
 /* W h: h = 0 (a vector of floats) */
-int sc_insert_zero(starpu_data_handle_t h, const char *name);
+int sc_insert_zero(const struct sc_task_opts *opts, starpu_data_handle_t h, const char *name);
 /* RW count (one float), R g: count += 1 when some value of g is NaN or Inf.
  * Commutative: the counts of a batch's pieces run in any order. */
-int sc_insert_count_nonfinite(starpu_data_handle_t count, starpu_data_handle_t g, const char *name);
+int sc_insert_count_nonfinite(const struct sc_task_opts *opts, starpu_data_handle_t count, starpu_data_handle_t g,
+                              const char *name);
 
 /* ---- attributes of the tasks the wrappers submit ---- */
 
-/* Priority of the tasks that the calling thread submits from now on,
- * clamped to the scheduler's range (policies without priorities ignore it). */
-void sc_task_set_priority(int prio);
-int sc_task_priority(void);
-/* The kind of worker that the tasks the calling thread submits from now on
- * may run on (default SC_WHERE_ANY).  For computations that must give the
- * same bits on every rank: a CPU and a GPU kernel sum in other orders. */
-enum sc_where { SC_WHERE_ANY, SC_WHERE_CPU, SC_WHERE_CUDA };
-void sc_task_set_where(enum sc_where where);
+/* As starpu_task's priority: opts' clamped to the scheduler's range
+ * (policies without priorities ignore it); 0 for NULL opts. */
+int sc_task_opts_priority(const struct sc_task_opts *opts);
 /* As starpu_task::where takes it (-1: wherever the codelet can run). */
-unsigned long long sc_task_where_mask(void);
+unsigned long long sc_task_opts_where_mask(const struct sc_task_opts *opts);
 
 /* Trace records.  While recording is on, every task a wrapper submits gets a
  * record that its completion fills (worker, start and end from StarPU's

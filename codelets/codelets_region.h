@@ -47,7 +47,7 @@ struct sc_region_args {
 /* R srcs[0 .. na + nb), R params (conv only; NULL otherwise), dst: W for
  * COPY and BWD_FILTER, RW otherwise (the region is part of it).  Backward
  * data writes the whole region: zero where no output touches it. */
-int sc_insert_region(const struct sc_region_args *a, starpu_data_handle_t *srcs, starpu_data_handle_t params,
-                     starpu_data_handle_t dst, const char *name);
+int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_args *a, starpu_data_handle_t *srcs,
+                     starpu_data_handle_t params, starpu_data_handle_t dst, const char *name);
 
 #endif

@@ -58,8 +58,8 @@ struct sc_synth_args {
  * Checks: c, h, w >= 1, 0 <= r0 < r1 <= h, 0 <= c0 < c1 <= w, n >= 1 and
  * the handle sizes (SC_ERR_SHAPE); kind, classes >= 2 (MESH: == 2), idx
  * (SC_ERR_ARG). */
-int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, starpu_data_handle_t x,
-                         starpu_data_handle_t labels, const char *name);
+int sc_insert_synth_load(const struct sc_task_opts *opts, const struct sc_synth_args *a, const int32_t *idx,
+                         starpu_data_handle_t x, starpu_data_handle_t labels, const char *name);
 
 /* The same generator called directly (tests, tools): fill x (c * (r1-r0) *
  * (c1-c0) floats) and labels (IMAGE: 1, MESH: (r1-r0) * (c1-c0) int32) for
@@ -71,8 +71,8 @@ int sc_insert_synth_load(const struct sc_synth_args *a, const int32_t *idx, star
  * the majority label over the input cell the pixel stands for (8 x 8 points
  * at most).  Index
  * -1: padding, label -1.  W labels (int32). */
-int sc_insert_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
-                           starpu_data_handle_t labels, const char *name);
+int sc_insert_synth_labels(const struct sc_task_opts *opts, const struct sc_synth_args *a, int oh, int ow,
+                           struct sc_box box, const int32_t *idx, starpu_data_handle_t labels, const char *name);
 
 void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels);
 

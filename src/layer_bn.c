@@ -159,9 +159,9 @@ static int reduce(const struct sc_layer *l, const struct sc_tile_io *io, int nti
     const struct bn_state *p = l->priv;
     int err;
     for (int t = 1; t < ntiles; t++)
-        if (io[t].n && (err = sc_insert_accumulate_f64(h[0], h[t], p->stats_name)))
+        if (io[t].n && (err = sc_insert_accumulate_f64(io[t].task, h[0], h[t], p->stats_name)))
             return err;
-    if (p->sample_stats && io[0].group_sum && (err = io[0].group_sum(io[0].group_ctx, which, h[0])))
+    if (p->sample_stats && io[0].group_sum && (err = sc_group_sum_submit(io[0].group_sum[which], io[0].task, h[0])))
         return err;
     return 0;
 }
@@ -173,14 +173,15 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
     if (!io[0].train) {
         for (int t = 0; t < ntiles; t++) {
             struct sc_bn_args a = bn_args(l, &io[t]);
-            if (io[t].n && (err = sc_insert_bn_fwd_eval(&a, io[t].x, p->hrunning, io[t].params, io[t].y, p->fwd)))
+            if (io[t].n &&
+                (err = sc_insert_bn_fwd_eval(io[t].task, &a, io[t].x, p->hrunning, io[t].params, io[t].y, p->fwd)))
                 return err;
         }
         return 0;
     }
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_stats(&a, io[t].x, p->hstats[t], p->stats_name)))
+        if (io[t].n && (err = sc_insert_bn_stats(io[t].task, &a, io[t].x, p->hstats[t], p->stats_name)))
             return err;
     }
     if ((err = reduce(l, io, ntiles, p->hstats, 0)))
@@ -188,29 +189,29 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
     double count = stats_count(l, io, ntiles);
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_fwd(&a, count, io[t].x, p->hstats[0], io[t].params, io[t].y,
+        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, p->hstats[0], io[t].params, io[t].y,
                                                p->hsaved[t], p->fwd)))
             return err;
     }
     if (io[0].gate)
         return 0; /* bn_update_buffers, once the batch is known to be applied */
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(&a, count, p->hstats[0], p->hrunning, NULL, p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, count, p->hstats[0], p->hrunning, NULL, p->running_name);
 }
 
 static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
 {
     struct bn_state *p = l->priv;
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(&a, stats_count(l, io, ntiles), p->hstats[0], p->hrunning, io[0].gate,
-                                       p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, stats_count(l, io, ntiles), p->hstats[0], p->hrunning,
+                                       io[0].gate, p->running_name);
 }
 
 static int bn_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct bn_state *p = l->priv;
     size_t n = (size_t)io->n * l->out.c * pixels(l, io);
-    return p->relu ? sc_insert_relu_bwd((int)n, io->dy, io->y, p->relu_bwd) : 0;
+    return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->relu_bwd) : 0;
 }
 
 static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
@@ -219,29 +220,24 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
     int err;
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_bwd_stats(&a, io[t].x, io[t].dy, p->hsaved[t], p->hdstats[t],
+        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, p->hsaved[t], p->hdstats[t],
                                                      p->bwd_stats)))
             return err;
     }
     /* each tile's own parameter gradient, before the sums overwrite its
      * statistics; the network adds them over tiles and ranks */
-    int prio = sc_task_priority();
-    sc_task_set_priority(io[0].grad_priority);
     for (int t = 0; t < ntiles; t++)
         if (io[t].n && io[t].dparams &&
-            (err = sc_insert_bn_param_grad(l->in.c, p->hdstats[t], io[t].dparams, p->param_grad))) {
-            sc_task_set_priority(prio);
+            (err = sc_insert_bn_param_grad(io[t].grad_task, l->in.c, p->hdstats[t], io[t].dparams, p->param_grad)))
             return err;
-        }
-    sc_task_set_priority(prio);
     if ((err = reduce(l, io, ntiles, p->hdstats, 1)))
         return err;
     double count = stats_count(l, io, ntiles);
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
         if (io[t].n && io[t].dx &&
-            (err = sc_insert_bn_bwd_data(&a, count, io[t].x, io[t].dy, io[t].params, p->hsaved[t], p->hdstats[0],
-                                         io[t].dx, p->bwd_data)))
+            (err = sc_insert_bn_bwd_data(io[t].task, &a, count, io[t].x, io[t].dy, io[t].params, p->hsaved[t],
+                                         p->hdstats[0], io[t].dx, p->bwd_data)))
             return err;
     }
     return 0;

@@ -83,14 +83,14 @@ static int conv_forward(struct sc_layer *l, const struct sc_tile_io *io)
         struct sc_region_args t = {.op = SC_REGION_CONV_FWD, .conv = a};
         return sc_region_forward(l, io, &t, io->params, io->y, p->fwd);
     }
-    return sc_insert_conv_fwd(&a, io->x, io->params, io->y, p->fwd);
+    return sc_insert_conv_fwd(io->task, &a, io->x, io->params, io->y, p->fwd);
 }
 
 static int conv_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct conv *p = l->priv;
     size_t n = (size_t)io->n * l->out.c * (io->split ? sc_box_area(io->split->out_box) : l->out.h * l->out.w);
-    return p->relu ? sc_insert_relu_bwd((int)n, io->dy, io->y, p->relu_bwd) : 0;
+    return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->relu_bwd) : 0;
 }
 
 static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -102,15 +102,12 @@ static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
     if (io->dx) {
         t.op = SC_REGION_CONV_BWD_DATA;
         err = io->split ? sc_region_backward_data(l, io, &t, io->params, io->dx, p->bwd_data)
-                        : sc_insert_conv_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+                        : sc_insert_conv_bwd_data(io->task, &a, io->dy, io->params, io->dx, p->bwd_data);
     }
     if (!err && io->dparams) {
-        int prio = sc_task_priority();
-        sc_task_set_priority(io->grad_priority);
         t.op = SC_REGION_CONV_BWD_FILTER;
         err = io->split ? sc_region_filter(l, io, &t, io->dparams, p->bwd_filter)
-                        : sc_insert_conv_bwd_filter(&a, io->x, io->dy, io->dparams, p->bwd_filter);
-        sc_task_set_priority(prio);
+                        : sc_insert_conv_bwd_filter(io->grad_task, &a, io->x, io->dy, io->dparams, p->bwd_filter);
     }
     return err;
 }

@@ -24,6 +24,7 @@ static int fc_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_
     if (p->output < 0)
         return sc_error(SC_ERR_PARSE, "%s:%d: [connected] needs 'output'", cfg->path, s->line);
     l->torch_modules = p->relu ? 2 : 1;
+    l->flattens = 1;
     return 0;
 }
 
@@ -63,24 +64,20 @@ static int fc_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
     struct sc_fc_args a = fc_args(l, io->n);
-    return sc_insert_fc_fwd(&a, io->x, io->params, io->y, p->fwd);
+    return sc_insert_fc_fwd(io->task, &a, io->x, io->params, io->y, p->fwd);
 }
 
 static int fc_param_grad(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
     struct sc_fc_args a = fc_args(l, io->n);
-    int prio = sc_task_priority();
-    sc_task_set_priority(io->grad_priority);
-    int err = sc_insert_fc_bwd_weights(&a, io->x, io->dy, io->dparams, p->bwd_weights);
-    sc_task_set_priority(prio);
-    return err;
+    return sc_insert_fc_bwd_weights(io->grad_task, &a, io->x, io->dy, io->dparams, p->bwd_weights);
 }
 
 static int fc_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
-    return p->relu ? sc_insert_relu_bwd(io->n * p->output, io->dy, io->y, p->relu_bwd) : 0;
+    return p->relu ? sc_insert_relu_bwd(io->task, io->n * p->output, io->dy, io->y, p->relu_bwd) : 0;
 }
 
 static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -89,7 +86,7 @@ static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
     struct sc_fc_args a = fc_args(l, io->n);
     int err = 0;
     if (io->dx)
-        err = sc_insert_fc_bwd_data(&a, io->dy, io->params, io->dx, p->bwd_data);
+        err = sc_insert_fc_bwd_data(io->task, &a, io->dy, io->params, io->dx, p->bwd_data);
     if (!err && io->dparams)
         err = fc_param_grad(l, io);
     return err;

@@ -102,14 +102,14 @@ static int shortcut_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct graph_layer *p = l->priv;
     long n = (long)io->n * l->out.c * pixels(l, io);
-    return sc_insert_add((int)n, p->relu, io->x, io->x2, io->y, p->fwd);
+    return sc_insert_add(io->task, (int)n, p->relu, io->x, io->x2, io->y, p->fwd);
 }
 
 static int shortcut_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct graph_layer *p = l->priv;
     long n = (long)io->n * l->out.c * pixels(l, io);
-    return p->relu ? sc_insert_relu_bwd((int)n, io->dy, io->y, p->bwd) : 0;
+    return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->bwd) : 0;
 }
 
 static int gap_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
@@ -136,14 +136,14 @@ static int gap_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct graph_layer *p = l->priv;
     int hw = l->in.h * l->in.w;
-    return sc_insert_gap_fwd(io->n, l->in.c, hw, 1.0f / (float)hw, io->x, io->y, p->fwd);
+    return sc_insert_gap_fwd(io->task, io->n, l->in.c, hw, 1.0f / (float)hw, io->x, io->y, p->fwd);
 }
 
 static int gap_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct graph_layer *p = l->priv;
     int hw = l->in.h * l->in.w;
-    return io->dx ? sc_insert_gap_bwd(io->n, l->in.c, hw, 1.0f / (float)hw, io->dy, io->dx, p->bwd) : 0;
+    return io->dx ? sc_insert_gap_bwd(io->task, io->n, l->in.c, hw, 1.0f / (float)hw, io->dy, io->dx, p->bwd) : 0;
 }
 
 const struct sc_layer_ops sc_layer_route_ops = {

@@ -77,7 +77,7 @@ static int pool_forward(struct sc_layer *l, const struct sc_tile_io *io)
         struct sc_region_args t = {.op = SC_REGION_POOL_FWD, .pool = a};
         return sc_region_forward(l, io, &t, NULL, io->y, p->fwd);
     }
-    return sc_insert_pool_fwd(&a, io->x, io->y, io->scratch, p->fwd);
+    return sc_insert_pool_fwd(io->task, &a, io->x, io->y, io->scratch, p->fwd);
 }
 
 static int pool_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -88,7 +88,7 @@ static int pool_backward(struct sc_layer *l, const struct sc_tile_io *io)
         struct sc_region_args t = {.op = SC_REGION_POOL_BWD, .pool = a};
         return sc_region_backward_data(l, io, &t, NULL, io->dx, p->bwd);
     }
-    return io->dx ? sc_insert_pool_bwd(&a, io->dy, io->scratch, io->dx, p->bwd) : 0;
+    return io->dx ? sc_insert_pool_bwd(io->task, &a, io->dy, io->scratch, io->dx, p->bwd) : 0;
 }
 
 const struct sc_layer_ops sc_layer_maxpool_ops = {

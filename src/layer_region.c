@@ -5,11 +5,25 @@
  * each of which waits only for the halo pieces its window touches. */
 #include "layers.h"
 
+enum { SRC_X, SRC_DY };
+
+/* The blocks of x (SRC_X, input coordinates) or of dy (SRC_DY, output
+ * coordinates) that intersect win: the tile's own and the halo pieces. */
 static int add_sources(const struct sc_tile_io *io, int which, struct sc_box win, struct sc_region_args *a,
                        starpu_data_handle_t *h, int *count)
 {
-    int used = a->na + a->nb;
-    int n = io->split->sources(io->split->ctx, which, &win, a->src + used, h + used, SC_REGION_MAX_SRC - used);
+    const struct sc_tile_split *sp = io->split;
+    const struct sc_fetch *halo = which == SRC_X ? sp->halo_x : sp->halo_dy;
+    int used = a->na + a->nb, max = SC_REGION_MAX_SRC - used, n = 1;
+    if (halo)
+        n = sc_fetch_sources(halo, which == SRC_X ? sp->x_tiles : sp->dy_tiles, sp->tile, &win, a->src + used, h + used,
+                             max);
+    else if (max < 1)
+        return sc_error(SC_ERR_SHAPE, "too many source blocks");
+    else {
+        a->src[used] = (struct sc_region_src){sp->s0, io->n, which == SRC_X ? sp->in_box : sp->out_box};
+        h[used] = which == SRC_X ? io->x : io->dy;
+    }
     if (n < 0)
         return n;
     *count += n;
@@ -37,8 +51,8 @@ int sc_region_forward(const struct sc_layer *l, const struct sc_tile_io *io, str
         starpu_data_handle_t h[SC_REGION_MAX_SRC];
         t->s0 = t->dst_s0 = sp->s0, t->n = t->dst_n = io->n, t->dst_box = out, t->region = parts[i];
         t->na = t->nb = 0;
-        if ((err = add_sources(io, SC_SRC_X, sc_windows_inputs(&l->win_r, &l->win_c, parts[i]), t, h, &t->na)) ||
-            (err = sc_insert_region(t, h, params, y, name)))
+        if ((err = add_sources(io, SRC_X, sc_windows_inputs(&l->win_r, &l->win_c, parts[i]), t, h, &t->na)) ||
+            (err = sc_insert_region(io->task, t, h, params, y, name)))
             return err;
     }
     return 0;
@@ -61,12 +75,11 @@ int sc_region_backward_data(const struct sc_layer *l, const struct sc_tile_io *i
          * the kernel only writes zeros, from the tile's own dy */
         if (sc_box_empty(o))
             o = out;
-        if ((err = add_sources(io, SC_SRC_DY, o, t, h, &t->na)))
+        if ((err = add_sources(io, SRC_DY, o, t, h, &t->na)))
             return err;
-        if (l->bwd_reads_x &&
-            (err = add_sources(io, SC_SRC_X, sc_windows_inputs(&l->win_r, &l->win_c, o), t, h, &t->nb)))
+        if (l->bwd_reads_x && (err = add_sources(io, SRC_X, sc_windows_inputs(&l->win_r, &l->win_c, o), t, h, &t->nb)))
             return err;
-        if ((err = sc_insert_region(t, h, params, dx, name)))
+        if ((err = sc_insert_region(io->task, t, h, params, dx, name)))
             return err;
     }
     return 0;
@@ -79,8 +92,8 @@ int sc_region_filter(const struct sc_layer *l, const struct sc_tile_io *io, stru
     starpu_data_handle_t h[SC_REGION_MAX_SRC];
     int err;
     t->s0 = sp->s0, t->n = io->n, t->region = sp->out_box, t->na = t->nb = 0;
-    if ((err = add_sources(io, SC_SRC_X, sc_windows_inputs(&l->win_r, &l->win_c, sp->out_box), t, h, &t->na)) ||
-        (err = add_sources(io, SC_SRC_DY, sp->out_box, t, h, &t->nb)))
+    if ((err = add_sources(io, SRC_X, sc_windows_inputs(&l->win_r, &l->win_c, sp->out_box), t, h, &t->na)) ||
+        (err = add_sources(io, SRC_DY, sp->out_box, t, h, &t->nb)))
         return err;
-    return sc_insert_region(t, h, NULL, dparams, name);
+    return sc_insert_region(io->grad_task, t, h, NULL, dparams, name);
 }

@@ -45,13 +45,13 @@ static int softmax_forward(struct sc_layer *l, const struct sc_tile_io *io)
                                        .hw = io->split ? (int)sc_box_area(io->split->in_box) : hw,
                                        .scale = io->loss_scale / (float)hw};
         if (!io->train)
-            return sc_insert_pixel_xent_eval(&a, io->x, io->labels, io->stats, p->fwd);
-        return sc_insert_pixel_xent(&a, io->x, io->labels, io->dx, io->stats, p->fwd);
+            return sc_insert_pixel_xent_eval(io->task, &a, io->x, io->labels, io->stats, p->fwd);
+        return sc_insert_pixel_xent(io->task, &a, io->x, io->labels, io->dx, io->stats, p->fwd);
     }
     struct sc_xent_args a = {.n = io->n, .classes = (int)sc_shape_size(&l->in), .scale = io->loss_scale};
     if (!io->train)
-        return sc_insert_xent_eval(&a, io->x, io->labels, io->stats, p->fwd);
-    return sc_insert_xent(&a, io->x, io->labels, io->dx, io->stats, p->fwd);
+        return sc_insert_xent_eval(io->task, &a, io->x, io->labels, io->stats, p->fwd);
+    return sc_insert_xent(io->task, &a, io->x, io->labels, io->dx, io->stats, p->fwd);
 }
 
 static int softmax_backward(struct sc_layer *l, const struct sc_tile_io *io)

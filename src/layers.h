@@ -10,6 +10,7 @@
 #include "starconv.h"
 #include "codelets/codelets.h"
 #include "base/layout.h"
+#include "tasks/tasks.h"
 
 struct sc_shape {
     int c, h, w; /* one sample */
@@ -40,14 +41,15 @@ struct sc_tile_io {
     starpu_data_handle_t labels, stats;    /* used by the loss layer */
     float loss_scale;                      /* 1 / global batch */
     int train;                             /* 0: forward for evaluation only */
-    int grad_priority;                     /* task priority of the parameter gradient, which is off
-                                            * the critical path of backprop */
+    const struct sc_task_opts *task;       /* how the tile's tasks are submitted */
+    const struct sc_task_opts *grad_task;  /* the parameter gradient's tasks: off the critical path of
+                                            * backprop, at a priority of their own */
     const struct sc_tile_split *split;     /* NULL: the tile holds whole samples */
-    /* Sum h (a vector of doubles) over the ranks that hold other blocks of
-     * the same samples, in place (which: the layer's plan 0 or 1); NULL when
-     * this rank holds whole samples. */
-    int (*group_sum)(void *ctx, int which, starpu_data_handle_t h);
-    void *group_ctx;
+    /* The sums of a vector of doubles over the ranks that hold other
+     * blocks of the same samples (sc_group_sum_submit; the layer's plans 0
+     * and 1, of group_sum_len doubles); NULL when this rank holds whole
+     * samples. */
+    struct sc_group_sum *const *group_sum;
     /* Training under --nonfinite skip: the batch's verdict (one float, 0:
      * apply), known only after backward.  The forward pass then leaves the
      * layer's buffers alone, and update_buffers changes them, unless the
@@ -57,17 +59,15 @@ struct sc_tile_io {
 
 /* A tile of a spatially split layer: the rank holds a block of each
  * sample's input and output, and the other blocks a kernel window reaches
- * arrive as halo pieces. */
-enum { SC_SRC_X, SC_SRC_DY };
+ * arrive as halo pieces (sc_fetch_sources lists them). */
 struct sc_tile_split {
-    int s0;                          /* global index of the tile's first sample */
+    int tile, s0;                    /* the tile's index and its first sample's global index */
     struct sc_box in_box, out_box;   /* this rank's blocks */
-    /* The blocks of x (SC_SRC_X, input coordinates) or of dy (SC_SRC_DY,
-     * output coordinates) that intersect win: the tile's own and the halo
-     * pieces.  Returns their number or a negative SC_ERR_*. */
-    int (*sources)(void *ctx, int which, const struct sc_box *win, struct sc_region_src *desc,
-                   starpu_data_handle_t *h, int max);
-    void *ctx;
+    /* The fetches that bring the halos of x and dy (NULL: the tile's own
+     * block is all a window reaches, as for pointwise layers), over this
+     * rank's tiles of x and dy. */
+    const struct sc_fetch *halo_x, *halo_dy;
+    starpu_data_handle_t *x_tiles, *dy_tiles;
 };
 
 struct sc_layer;
@@ -112,6 +112,9 @@ struct sc_layer {
     int index;                   /* position in the cfg, from 0 */
     int torch_index;             /* index of its first module in PyTorch's nn.Sequential */
     int torch_modules;           /* modules it stands for (conv + ReLU = 2) */
+    int flattens;                /* reads its input as one vector per sample (PyTorch: an
+                                  * nn.Flatten before the first such layer, and only such
+                                  * layers and the loss after it) */
     int line;                    /* cfg line of its section */
     char name[32];               /* e.g. "conv2", for traces */
     struct sc_shape in, out;

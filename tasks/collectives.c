@@ -228,10 +228,11 @@ static struct sc_trace_rec *transfer_record(struct starpu_codelet *ready, starpu
     return rec;
 }
 
-int sc_send_piece(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm, const char *name)
+int sc_send_piece(const struct sc_task_opts *opts, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm,
+                  const char *name)
 {
     struct sc_trace_rec *rec = transfer_record(&cl_ready_r, h, name);
-    int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_priority(), comm, sent, rec);
+    int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_opts_priority(opts), comm, sent, rec);
     return err ? transfer_failed("send", err) : 0;
 }
 
@@ -244,18 +245,18 @@ int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, c
 
 /* Each piece has its own tag in each phase, so messages of one collective
  * (and of concurrent ones, which have other tags) cannot be confused. */
-static int reduce_scatter(struct sc_ring *r)
+static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
 {
     int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
     for (int s = 0; s < p - 1; s++)
         for (int j = 0; j < K; j++) {
             int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
-            if ((err = sc_send_piece(r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
+            if ((err = sc_send_piece(opts, r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
                 (err = gate_receive(buf, r->piece[from])) ||
                 (err = sc_recv_piece(buf, prev, r->tag + from, r->comm, r->comm_name)))
                 return err;
-            if ((err = sc_insert_accumulate(r->piece[from], buf, r->acc_name)))
+            if ((err = sc_insert_accumulate(opts, r->piece[from], buf, r->acc_name)))
                 return err;
         }
     return 0;
@@ -264,7 +265,7 @@ static int reduce_scatter(struct sc_ring *r)
 /* Allgather of the pieces of 'pieces' (a partition of some vector like the
  * ring's), starting from each rank's owned chunk (r+1), received straight
  * into place. */
-static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
+static int allgather(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t *pieces)
 {
     int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
     int64_t tag = r->tag + (int64_t)p * K;
@@ -273,7 +274,7 @@ static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
             int to = mod(me + 1 - s, p) * K + j, from = mod(me - s, p) * K + j, own = mod(me + 1, p) * K + j;
             /* Posted when our own chunk is final, as the peers' are then
              * due too (see gate_receive). */
-            if ((err = sc_send_piece(pieces[to], next, tag + to, r->comm, r->comm_name)) ||
+            if ((err = sc_send_piece(opts, pieces[to], next, tag + to, r->comm, r->comm_name)) ||
                 (err = gate_receive(pieces[from], pieces[own])) ||
                 (err = sc_recv_piece(pieces[from], prev, tag + from, r->comm, r->comm_name)))
                 return err;
@@ -283,7 +284,7 @@ static int allgather(struct sc_ring *r, starpu_data_handle_t *pieces)
 
 /* The chain for tiny vectors: a reduction from rank P-1 down to rank 0,
  * then a broadcast back up; rank 0 owns the whole vector. */
-static int chain_reduce(struct sc_ring *r)
+static int chain_reduce(struct sc_ring *r, const struct sc_task_opts *opts)
 {
     int me = r->rank, err;
     if (me < r->size - 1) {
@@ -291,33 +292,33 @@ static int chain_reduce(struct sc_ring *r)
             return err;
         if ((err = sc_recv_piece(r->recv[0], me + 1, r->tag, r->comm, r->comm_name)))
             return err;
-        if ((err = sc_insert_accumulate(r->vec, r->recv[0], r->acc_name)))
+        if ((err = sc_insert_accumulate(opts, r->vec, r->recv[0], r->acc_name)))
             return err;
     }
-    return me > 0 ? sc_send_piece(r->vec, me - 1, r->tag, r->comm, r->comm_name) : 0;
+    return me > 0 ? sc_send_piece(opts, r->vec, me - 1, r->tag, r->comm, r->comm_name) : 0;
 }
 
-static int chain_broadcast(struct sc_ring *r, starpu_data_handle_t target)
+static int chain_broadcast(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t target)
 {
     int me = r->rank, err;
     if (me > 0 && (err = sc_recv_piece(target, me - 1, r->tag + 1, r->comm, r->comm_name)))
         return err;
-    return me < r->size - 1 ? sc_send_piece(target, me + 1, r->tag + 1, r->comm, r->comm_name) : 0;
+    return me < r->size - 1 ? sc_send_piece(opts, target, me + 1, r->tag + 1, r->comm, r->comm_name) : 0;
 }
 
-int sc_ring_allreduce_submit(struct sc_ring *r)
+int sc_ring_allreduce_submit(struct sc_ring *r, const struct sc_task_opts *opts)
 {
     if (r->size == 1)
         return 0;
     if (r->chain) {
-        int err = chain_reduce(r);
-        return err ? err : chain_broadcast(r, r->vec);
+        int err = chain_reduce(r, opts);
+        return err ? err : chain_broadcast(r, opts, r->vec);
     }
     int pieces = r->size * r->nseg;
     starpu_data_partition_submit(r->vec, pieces, r->piece);
-    int err = reduce_scatter(r);
+    int err = reduce_scatter(r, opts);
     if (!err)
-        err = allgather(r, r->piece);
+        err = allgather(r, opts, r->piece);
     starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
 }
@@ -374,54 +375,54 @@ void sc_sgd_sync_destroy(struct sc_sgd_sync *s)
     free(s);
 }
 
-int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, struct sc_gate *gate)
+int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, struct sc_gate *gate)
 {
     struct sc_ring *r = s->ring;
     int err = 0;
     if (r->size == 1)
-        return gate ? sc_gate_check_submit(gate, r->vec) : 0;
+        return gate ? sc_gate_check_submit(gate, opts, r->vec) : 0;
     if (s->nccl) {
-        err = sc_nccl_allreduce_submit(s->nccl, r->vec, r->comm_name);
-        return !err && gate ? sc_gate_check_submit(gate, r->vec) : err;
+        err = sc_nccl_allreduce_submit(s->nccl, opts, r->vec, r->comm_name);
+        return !err && gate ? sc_gate_check_submit(gate, opts, r->vec) : err;
     }
     if (r->chain) {
-        err = chain_reduce(r);
-        return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, r->vec) : err;
+        err = chain_reduce(r, opts);
+        return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, opts, r->vec) : err;
     }
     int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg;
     starpu_data_partition_submit(r->vec, pieces, r->piece);
-    err = reduce_scatter(r);
+    err = reduce_scatter(r, opts);
     for (int j = 0; j < r->nseg && gate && !err; j++)
-        err = sc_gate_check_submit(gate, r->piece[own + j]);
+        err = sc_gate_check_submit(gate, opts, r->piece[own + j]);
     return err;
 }
 
-int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
+int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd)
 {
     struct sc_ring *r = s->ring;
     if (r->size == 1 || s->nccl)
-        return sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name);
+        return sc_insert_sgd(opts, sgd, s->weights, s->momentum, r->vec, s->name);
     if (r->chain) {
-        int err = r->rank == 0 ? sc_insert_sgd(sgd, s->weights, s->momentum, r->vec, s->name) : 0;
-        return err ? err : chain_broadcast(r, s->weights);
+        int err = r->rank == 0 ? sc_insert_sgd(opts, sgd, s->weights, s->momentum, r->vec, s->name) : 0;
+        return err ? err : chain_broadcast(r, opts, s->weights);
     }
     int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg, err = 0;
     starpu_data_partition_submit(s->weights, pieces, s->wpiece);
     starpu_data_partition_submit(s->momentum, pieces, s->vpiece);
     for (int j = 0; j < r->nseg && !err; j++)
-        err = sc_insert_sgd(sgd, s->wpiece[own + j], s->vpiece[own + j], r->piece[own + j], s->name);
+        err = sc_insert_sgd(opts, sgd, s->wpiece[own + j], s->vpiece[own + j], r->piece[own + j], s->name);
     if (!err)
-        err = allgather(r, s->wpiece);
+        err = allgather(r, opts, s->wpiece);
     starpu_data_unpartition_submit(s->momentum, pieces, s->vpiece, STARPU_MAIN_RAM);
     starpu_data_unpartition_submit(s->weights, pieces, s->wpiece, STARPU_MAIN_RAM);
     starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
 }
 
-int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd)
+int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd)
 {
-    int err = sc_sgd_sync_reduce_submit(s, NULL);
-    return err ? err : sc_sgd_sync_update_submit(s, sgd);
+    int err = sc_sgd_sync_reduce_submit(s, opts, NULL);
+    return err ? err : sc_sgd_sync_update_submit(s, opts, sgd);
 }
 
 /* ---- the whole-batch verdict ---- */
@@ -461,14 +462,14 @@ void sc_gate_destroy(struct sc_gate *g)
     free(g);
 }
 
-int sc_gate_open_submit(struct sc_gate *g)
+int sc_gate_open_submit(struct sc_gate *g, const struct sc_task_opts *opts)
 {
-    return sc_insert_zero(g->h, g->zero_name);
+    return sc_insert_zero(opts, g->h, g->zero_name);
 }
 
-int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad)
+int sc_gate_check_submit(struct sc_gate *g, const struct sc_task_opts *opts, starpu_data_handle_t grad)
 {
-    return sc_insert_count_nonfinite(g->h, grad, g->check_name);
+    return sc_insert_count_nonfinite(opts, g->h, grad, g->check_name);
 }
 
 void sc_gate_use_nccl(struct sc_gate *g, struct sc_nccl *n)
@@ -476,11 +477,11 @@ void sc_gate_use_nccl(struct sc_gate *g, struct sc_nccl *n)
     g->nccl = n;
 }
 
-int sc_gate_close_submit(struct sc_gate *g)
+int sc_gate_close_submit(struct sc_gate *g, const struct sc_task_opts *opts)
 {
     if (g->nccl)
-        return sc_nccl_allreduce_submit(g->nccl, g->h, g->sum->comm_name);
-    return sc_ring_allreduce_submit(g->sum);
+        return sc_nccl_allreduce_submit(g->nccl, opts, g->h, g->sum->comm_name);
+    return sc_ring_allreduce_submit(g->sum, opts);
 }
 
 starpu_data_handle_t sc_gate_handle(const struct sc_gate *g)
@@ -488,8 +489,8 @@ starpu_data_handle_t sc_gate_handle(const struct sc_gate *g)
     return g->h;
 }
 
-int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,
-                              starpu_data_handle_t *remote, const char *name)
+int sc_tiles_allgather_submit(const struct sc_task_opts *opts, MPI_Comm comm, int ntiles, int64_t tag,
+                              starpu_data_handle_t *local, starpu_data_handle_t *remote, const char *name)
 {
     int me, p, err;
     MPI_Comm_rank(comm, &me);
@@ -500,7 +501,7 @@ int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_dat
              * pairs of a step are distinct, so no rank is sent to by all. */
             int to = mod(me + k, p), from = mod(me - k, p);
             starpu_data_handle_t buf = remote[from * ntiles + t];
-            if ((err = sc_send_piece(local[t], to, tag + (int64_t)me * ntiles + t, comm, name)) ||
+            if ((err = sc_send_piece(opts, local[t], to, tag + (int64_t)me * ntiles + t, comm, name)) ||
                 (err = gate_receive(buf, local[t])) ||
                 (err = sc_recv_piece(buf, from, tag + (int64_t)from * ntiles + t, comm, name)))
                 return err;

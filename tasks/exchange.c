@@ -146,7 +146,7 @@ void sc_fetch_destroy(struct sc_fetch *f)
     free(f);
 }
 
-int sc_fetch_submit(struct sc_fetch *f, starpu_data_handle_t *src_tiles)
+int sc_fetch_submit(struct sc_fetch *f, const struct sc_task_opts *opts, starpu_data_handle_t *src_tiles)
 {
     int err;
     for (int i = 0; i < f->nrecv; i++) {
@@ -160,8 +160,8 @@ int sc_fetch_submit(struct sc_fetch *f, starpu_data_handle_t *src_tiles)
                                    .region = p->desc.box, .dst_s0 = p->desc.s0, .dst_n = p->desc.n,
                                    .dst_box = p->desc.box, .na = 1};
         a.src[0] = p->from;
-        if ((err = sc_insert_region(&a, &src_tiles[p->tile], NULL, p->h, f->pack_name)) ||
-            (err = sc_send_piece(p->h, p->peer, p->tag, f->comm, f->comm_name)))
+        if ((err = sc_insert_region(opts, &a, &src_tiles[p->tile], NULL, p->h, f->pack_name)) ||
+            (err = sc_send_piece(opts, p->h, p->peer, p->tag, f->comm, f->comm_name)))
             return err;
     }
     return 0;
@@ -250,7 +250,7 @@ void sc_group_sum_destroy(struct sc_group_sum *g)
     free(g);
 }
 
-int sc_group_sum_submit(struct sc_group_sum *g, starpu_data_handle_t h)
+int sc_group_sum_submit(struct sc_group_sum *g, const struct sc_task_opts *opts, starpu_data_handle_t h)
 {
     int err;
     starpu_data_handle_t src[g->n];
@@ -259,10 +259,10 @@ int sc_group_sum_submit(struct sc_group_sum *g, starpu_data_handle_t h)
         if (i == g->me)
             continue;
         if ((err = sc_recv_piece(g->h[i], g->members[i], g->tag + i, g->comm, g->name)) ||
-            (err = sc_send_piece(h, g->members[i], g->tag + g->me, g->comm, g->name)))
+            (err = sc_send_piece(opts, h, g->members[i], g->tag + g->me, g->comm, g->name)))
             return err;
     }
     for (int i = 0; i < g->n; i++)
         src[i] = i == g->me ? h : g->h[i];
-    return sc_insert_sum_ordered(g->n, src, h, g->sum_name);
+    return sc_insert_sum_ordered(opts, g->n, src, h, g->sum_name);
 }

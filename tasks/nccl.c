@@ -122,11 +122,12 @@ static struct starpu_codelet cl_nccl_allreduce = {
     .name = "nccl_allreduce",
 };
 
-int sc_nccl_allreduce_submit(struct sc_nccl *n, starpu_data_handle_t vec, const char *name)
+int sc_nccl_allreduce_submit(struct sc_nccl *n, const struct sc_task_opts *opts, starpu_data_handle_t vec,
+                             const char *name)
 {
     int err = starpu_task_insert(&cl_nccl_allreduce, STARPU_RW, vec, STARPU_RW, n->order, STARPU_CL_ARGS_NFREE, n,
-                                 (size_t)0, STARPU_EXECUTE_ON_WORKER, (int)n->worker, STARPU_PRIORITY, sc_task_priority(),
-                                 STARPU_NAME, name ? name : n->name, 0);
+                                 (size_t)0, STARPU_EXECUTE_ON_WORKER, (int)n->worker, STARPU_PRIORITY,
+                                 sc_task_opts_priority(opts), STARPU_NAME, name ? name : n->name, 0);
     return err ? sc_error(SC_ERR_RUNTIME, "NCCL task submission failed (%d)", err) : 0;
 }
 
@@ -172,8 +173,8 @@ static struct starpu_codelet cl_nccl_tiles_allgather = {
     .name = "nccl_tiles_allgather",
 };
 
-int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, int ntiles, starpu_data_handle_t *local,
-                                   starpu_data_handle_t *remote, const char *name)
+int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, const struct sc_task_opts *opts, int ntiles,
+                                   starpu_data_handle_t *local, starpu_data_handle_t *remote, const char *name)
 {
     if (ntiles < 1 || !local || !remote)
         return sc_error(SC_ERR_ARG, "NCCL allgather: %d tiles", ntiles);
@@ -199,10 +200,10 @@ int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, int ntiles, starpu_data_ha
         for (int t = 0; t < ntiles && q != n->rank; t++)
             d[k++] = (struct starpu_data_descr){.handle = remote[q * ntiles + t], .mode = STARPU_W};
     d[k++] = (struct starpu_data_descr){.handle = n->order, .mode = STARPU_RW};
-    int err = starpu_task_insert(&cl_nccl_tiles_allgather, STARPU_VALUE, &n, sizeof(n), STARPU_VALUE, &ntiles,
-                                 sizeof(ntiles), STARPU_DATA_MODE_ARRAY, d, k, STARPU_EXECUTE_ON_WORKER,
-                                 (int)n->worker, STARPU_PRIORITY, sc_task_priority(), STARPU_NAME,
-                                 name ? name : "nccl_tiles_allgather", 0);
+    int err =
+        starpu_task_insert(&cl_nccl_tiles_allgather, STARPU_VALUE, &n, sizeof(n), STARPU_VALUE, &ntiles, sizeof(ntiles),
+                           STARPU_DATA_MODE_ARRAY, d, k, STARPU_EXECUTE_ON_WORKER, (int)n->worker, STARPU_PRIORITY,
+                           sc_task_opts_priority(opts), STARPU_NAME, name ? name : "nccl_tiles_allgather", 0);
     free(d);
     return err ? sc_error(SC_ERR_RUNTIME, "NCCL allgather submission failed (%d)", err) : 0;
 }
@@ -221,16 +222,17 @@ void sc_nccl_destroy(struct sc_nccl *n)
     (void)n;
 }
 
-int sc_nccl_allreduce_submit(struct sc_nccl *n, starpu_data_handle_t vec, const char *name)
+int sc_nccl_allreduce_submit(struct sc_nccl *n, const struct sc_task_opts *opts, starpu_data_handle_t vec,
+                             const char *name)
 {
-    (void)n, (void)vec, (void)name;
+    (void)n, (void)opts, (void)vec, (void)name;
     return sc_error(SC_ERR_ARG, "NCCL collectives are not built in");
 }
 
-int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, int ntiles, starpu_data_handle_t *local,
-                                   starpu_data_handle_t *remote, const char *name)
+int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, const struct sc_task_opts *opts, int ntiles,
+                                   starpu_data_handle_t *local, starpu_data_handle_t *remote, const char *name)
 {
-    (void)n, (void)ntiles, (void)local, (void)remote, (void)name;
+    (void)n, (void)opts, (void)ntiles, (void)local, (void)remote, (void)name;
     return sc_error(SC_ERR_ARG, "NCCL collectives are not built in");
 }
 

@@ -37,7 +37,7 @@ void sc_ring_destroy(struct sc_ring *ring);
 void sc_ring_owned_range(const struct sc_ring *ring, size_t *first, size_t *count);
 
 /* vec = sum over the ranks of vec.  Non-blocking: submits tasks and transfers. */
-int sc_ring_allreduce_submit(struct sc_ring *ring);
+int sc_ring_allreduce_submit(struct sc_ring *ring, const struct sc_task_opts *opts);
 
 /* The optimizer step of data-parallel training for one layer: reduce-scatter
  * of the gradient, SGD of the owned chunk of the weights and momentum on its
@@ -48,7 +48,7 @@ struct sc_sgd_sync;
 int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring,
                        starpu_data_handle_t weights, starpu_data_handle_t momentum);
 void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
-int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
+int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
 
 /* A whole-batch verdict on the gradients, before any update (--nonfinite
  * skip): the number of gradient pieces that hold a NaN or Inf, summed over
@@ -60,9 +60,9 @@ int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
 struct sc_gate;
 int sc_gate_create(struct sc_gate **out, MPI_Comm comm, const char *name);
 void sc_gate_destroy(struct sc_gate *g);
-int sc_gate_open_submit(struct sc_gate *g);
-int sc_gate_check_submit(struct sc_gate *g, starpu_data_handle_t grad);
-int sc_gate_close_submit(struct sc_gate *g);
+int sc_gate_open_submit(struct sc_gate *g, const struct sc_task_opts *opts);
+int sc_gate_check_submit(struct sc_gate *g, const struct sc_task_opts *opts, starpu_data_handle_t grad);
+int sc_gate_close_submit(struct sc_gate *g, const struct sc_task_opts *opts);
 starpu_data_handle_t sc_gate_handle(const struct sc_gate *g);
 /* From now on g sums its count with an NCCL allreduce instead of its ring
  * (--collectives nccl), so that it takes its place in the one order of the
@@ -80,14 +80,15 @@ void sc_gate_use_nccl(struct sc_gate *g, struct sc_nccl *n);
 struct sc_nccl;
 int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm);
 void sc_nccl_destroy(struct sc_nccl *n);
-int sc_nccl_allreduce_submit(struct sc_nccl *n, starpu_data_handle_t vec, const char *name);
+int sc_nccl_allreduce_submit(struct sc_nccl *n, const struct sc_task_opts *opts, starpu_data_handle_t vec,
+                             const char *name);
 /* sc_tiles_allgather_submit over NCCL (no tags): rank q's tile t lands in
  * remote[q * ntiles + t] (this rank's own entries are not used), as one
  * CUDA task that reads the tiles, writes the peers' buffers, and issues
  * one group of ncclSend/ncclRecv.  Tiles and buffers: vectors of floats,
  * all of one tile's size. */
-int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, int ntiles, starpu_data_handle_t *local,
-                                   starpu_data_handle_t *remote, const char *name);
+int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, const struct sc_task_opts *opts, int ntiles,
+                                   starpu_data_handle_t *local, starpu_data_handle_t *remote, const char *name);
 /* From now on s reduces its gradient with an NCCL allreduce and every rank
  * updates the whole of its weights and momentum (no allgather). */
 void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n);
@@ -96,8 +97,36 @@ void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n);
  * reduce-scatter (and the check of the owned chunk by gate, unless NULL),
  * then the update and the allgather.  Between the two the gradient vector
  * stays partitioned into the collective's pieces. */
-int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, struct sc_gate *gate);
-int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *sgd);
+int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, struct sc_gate *gate);
+int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
+
+/* A gradient bucket: the parameters, momentum and gradients of the layers
+ * whose gradients are reduced together, in one vector each, so that one
+ * collective covers them without copies.  The bucket owns both partitions
+ * of these vectors: between collectives they are split into the layers'
+ * slices (StarPU's asynchronous partitioning), which the layers' tasks
+ * use; reduce_submit switches the gradients and weights to the ring's
+ * pieces, update_submit (the SGD of the owned chunk and the allgather of
+ * the weights) switches them back.  A gate, when given, checks the reduced
+ * gradient between the two halves.  sizes: the nslices slices' lengths in
+ * floats, in order; the vectors start zeroed.  With nccl, the reduction is
+ * an NCCL allreduce and every rank updates the whole vectors. */
+struct sc_bucket;
+int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
+                     const char *name);
+void sc_bucket_destroy(struct sc_bucket *b);
+/* The vectors in main memory (initial values, checkpoints: acquire the
+ * handles around their use once tasks have run). */
+float *sc_bucket_weights(const struct sc_bucket *b);
+float *sc_bucket_momentum(const struct sc_bucket *b);
+float *sc_bucket_grads(const struct sc_bucket *b);
+starpu_data_handle_t sc_bucket_momentum_handle(const struct sc_bucket *b);
+starpu_data_handle_t sc_bucket_weight_slice(const struct sc_bucket *b, int i);
+starpu_data_handle_t sc_bucket_grad_slice(const struct sc_bucket *b, int i);
+/* The range of the vectors whose momentum this rank keeps up to date. */
+void sc_bucket_owned_range(const struct sc_bucket *b, size_t *first, size_t *count);
+int sc_bucket_reduce_submit(struct sc_bucket *b, const struct sc_task_opts *opts, struct sc_gate *gate);
+int sc_bucket_update_submit(struct sc_bucket *b, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
 
 /* Allgather of per-tile buffers over comm: every rank sends its ntiles
  * tiles local[t] to every other rank, and rank q's tile t arrives in
@@ -105,8 +134,8 @@ int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_sgd_args *s
  * buffers have the same size on every rank.  Uses tags [tag, tag + P *
  * ntiles).  Each receive is posted once local[t] is ready, since the
  * peers' tiles are due then too.  Non-blocking. */
-int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_data_handle_t *local,
-                              starpu_data_handle_t *remote, const char *name);
+int sc_tiles_allgather_submit(const struct sc_task_opts *opts, MPI_Comm comm, int ntiles, int64_t tag,
+                              starpu_data_handle_t *local, starpu_data_handle_t *remote, const char *name);
 
 /* A vector handle of n elements of elem bytes (n 0: one) over zeroed host
  * memory, and its end.  The memory is pinned where this rank has CUDA
@@ -116,10 +145,12 @@ int sc_tiles_allgather_submit(MPI_Comm comm, int ntiles, int64_t tag, starpu_dat
 int sc_vector_new(starpu_data_handle_t *h, void **mem, size_t n, size_t elem);
 void sc_vector_free(starpu_data_handle_t h, void *mem);
 
-/* A whole handle to or from one peer, at the submitting thread's current
- * priority, with a trace record under name while a trace is recorded.
- * The building block of the collectives and exchanges. */
-int sc_send_piece(starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm, const char *name);
+/* A whole handle to or from one peer, with a trace record under name while
+ * a trace is recorded: the building block of the collectives and
+ * exchanges.  A send goes at opts' priority; StarPU-MPI gives receives
+ * none. */
+int sc_send_piece(const struct sc_task_opts *opts, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm,
+                  const char *name);
 int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, const char *name);
 
 /* ---- exchanges of spatially split tensors ----
@@ -142,7 +173,7 @@ int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int chan
 void sc_fetch_destroy(struct sc_fetch *f);
 /* Pack, send and receive the pieces; src_tiles: this rank's tiles of the
  * source tensor.  Non-blocking. */
-int sc_fetch_submit(struct sc_fetch *f, starpu_data_handle_t *src_tiles);
+int sc_fetch_submit(struct sc_fetch *f, const struct sc_task_opts *opts, starpu_data_handle_t *src_tiles);
 /* The sources of consumer tile t that intersect win (all of them: win
  * NULL), for a region kernel: at most max; returns their number or
  * SC_ERR_SHAPE when there are more. */
@@ -161,7 +192,7 @@ struct sc_group_sum;
 int sc_group_sum_create(struct sc_group_sum **out, MPI_Comm comm, const int *members, int nmembers, int rank,
                         size_t len, const char *name);
 void sc_group_sum_destroy(struct sc_group_sum *g);
-int sc_group_sum_submit(struct sc_group_sum *g, starpu_data_handle_t h);
+int sc_group_sum_submit(struct sc_group_sum *g, const struct sc_task_opts *opts, starpu_data_handle_t h);
 
 /* fn is called (from StarPU-MPI's thread) whenever a receive of a
  * collective completes, i.e. when tasks waiting for it may become ready:

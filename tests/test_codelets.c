@@ -295,10 +295,10 @@ static void test_conv(int n, int c, int h, int w, int f, int kh, int kw, int sh,
     struct buf y0 = mk(ny, UNSET), y1 = mk(ny, UNSET), dx = mk(nx, UNSET), dp = mk(np, UNSET);
     struct sc_conv_args r = a;
     r.relu = 1;
-    insert_ok(sc_insert_conv_fwd(&a, x.h, p.h, y0.h, "conv_fwd"), "conv_fwd");
-    insert_ok(sc_insert_conv_fwd(&r, x.h, p.h, y1.h, "conv_fwd_relu"), "conv_fwd relu");
-    insert_ok(sc_insert_conv_bwd_data(&a, dy.h, p.h, dx.h, "conv_bwd_data"), "conv_bwd_data");
-    insert_ok(sc_insert_conv_bwd_filter(&a, x.h, dy.h, dp.h, "conv_bwd_filter"), "conv_bwd_filter");
+    insert_ok(sc_insert_conv_fwd(NULL, &a, x.h, p.h, y0.h, "conv_fwd"), "conv_fwd");
+    insert_ok(sc_insert_conv_fwd(NULL, &r, x.h, p.h, y1.h, "conv_fwd_relu"), "conv_fwd relu");
+    insert_ok(sc_insert_conv_bwd_data(NULL, &a, dy.h, p.h, dx.h, "conv_bwd_data"), "conv_bwd_data");
+    insert_ok(sc_insert_conv_bwd_filter(NULL, &a, x.h, dy.h, dp.h, "conv_bwd_filter"), "conv_bwd_filter");
     starpu_task_wait_for_all();
     struct buf *all[] = {&x, &p, &dy, &y0, &y1, &dx, &dp};
     for (int i = 0; i < 7; i++)
@@ -343,8 +343,8 @@ static void test_pool(int max, int include_pad, int n, int c, int h, int w, int 
     starpu_data_handle_t wsh;
     starpu_vector_data_register(&wsh, STARPU_MAIN_RAM, (uintptr_t)ws, wsb ? wsb : 1, 1);
     struct buf x = mk(nx, RANDOM), y = mk(ny, UNSET), dy = mk(ny, RANDOM), dx = mk(nx, UNSET);
-    insert_ok(sc_insert_pool_fwd(&a, x.h, y.h, wsh, "pool_fwd"), "pool_fwd");
-    insert_ok(sc_insert_pool_bwd(&a, dy.h, wsh, dx.h, "pool_bwd"), "pool_bwd");
+    insert_ok(sc_insert_pool_fwd(NULL, &a, x.h, y.h, wsh, "pool_fwd"), "pool_fwd");
+    insert_ok(sc_insert_pool_bwd(NULL, &a, dy.h, wsh, dx.h, "pool_bwd"), "pool_bwd");
     starpu_task_wait_for_all();
     starpu_data_unregister(wsh);
     unreg(&x), unreg(&y), unreg(&dy), unreg(&dx);
@@ -370,9 +370,9 @@ static void test_fc(int n, int in, int out, int relu)
     char what[128];
     struct buf x = mk((size_t)n * in, RANDOM), p = mk(np, RANDOM), dy = mk((size_t)n * out, RANDOM);
     struct buf y = mk((size_t)n * out, UNSET), dx = mk((size_t)n * in, UNSET), dp = mk(np, UNSET);
-    insert_ok(sc_insert_fc_fwd(&a, x.h, p.h, y.h, "fc_fwd"), "fc_fwd");
-    insert_ok(sc_insert_fc_bwd_data(&a, dy.h, p.h, dx.h, "fc_bwd_data"), "fc_bwd_data");
-    insert_ok(sc_insert_fc_bwd_weights(&a, x.h, dy.h, dp.h, "fc_bwd_weights"), "fc_bwd_weights");
+    insert_ok(sc_insert_fc_fwd(NULL, &a, x.h, p.h, y.h, "fc_fwd"), "fc_fwd");
+    insert_ok(sc_insert_fc_bwd_data(NULL, &a, dy.h, p.h, dx.h, "fc_bwd_data"), "fc_bwd_data");
+    insert_ok(sc_insert_fc_bwd_weights(NULL, &a, x.h, dy.h, dp.h, "fc_bwd_weights"), "fc_bwd_weights");
     starpu_task_wait_for_all();
     struct buf *all[] = {&x, &p, &dy, &y, &dx, &dp};
     for (int i = 0; i < 6; i++)
@@ -403,7 +403,7 @@ static void test_relu_bwd(int n)
     for (int i = 0; i < n; i++)
         if (!(y.p[i] > 0.0f))
             ref[i] = 0.0;
-    insert_ok(sc_insert_relu_bwd(n, dy.h, y.h, "relu_bwd"), "relu_bwd");
+    insert_ok(sc_insert_relu_bwd(NULL, n, dy.h, y.h, "relu_bwd"), "relu_bwd");
     starpu_task_wait_for_all();
     unreg(&dy), unreg(&y);
     char what[64];
@@ -432,8 +432,8 @@ static void test_xent(void)
     starpu_data_handle_t lh;
     starpu_vector_data_register(&lh, STARPU_MAIN_RAM, (uintptr_t)labels, N, sizeof(int32_t));
     struct sc_xent_args a = {N, K, scale};
-    insert_ok(sc_insert_xent(&a, l.h, lh, dl.h, st.h, "xent"), "xent");
-    insert_ok(sc_insert_xent_eval(&a, l.h, lh, st2.h, "xent_eval"), "xent_eval");
+    insert_ok(sc_insert_xent(NULL, &a, l.h, lh, dl.h, st.h, "xent"), "xent");
+    insert_ok(sc_insert_xent_eval(NULL, &a, l.h, lh, st2.h, "xent_eval"), "xent_eval");
     starpu_task_wait_for_all();
     starpu_data_unregister(lh);
     unreg(&l), unreg(&dl), unreg(&st), unreg(&st2);
@@ -465,7 +465,7 @@ static void test_load_batch(void)
         got[i] = -7;
     starpu_data_handle_t lh;
     starpu_vector_data_register(&lh, STARPU_MAIN_RAM, (uintptr_t)got, N + GUARD, sizeof(int32_t));
-    insert_ok(sc_insert_load_batch(images, labels, P, N, idx, x.h, lh, "load_batch"), "load_batch");
+    insert_ok(sc_insert_load_batch(NULL, images, labels, P, N, idx, x.h, lh, "load_batch"), "load_batch");
     idx[0] = 1; /* the task must have its own copy of the indices */
     starpu_task_wait_for_all();
     starpu_data_unregister(lh);
@@ -490,8 +490,8 @@ static void test_accumulate(int n)
     double *ref = malloc(n * sizeof(double));
     for (int i = 0; i < n; i++)
         ref[i] = d.p[i] + s.p[i]; /* a float sum, so the result is exact */
-    insert_ok(sc_insert_accumulate(d.h, s.h, "accumulate"), "accumulate");
-    insert_ok(sc_insert_accumulate(d.h, s.h, "accumulate"), "accumulate");
+    insert_ok(sc_insert_accumulate(NULL, d.h, s.h, "accumulate"), "accumulate");
+    insert_ok(sc_insert_accumulate(NULL, d.h, s.h, "accumulate"), "accumulate");
     starpu_task_wait_for_all();
     unreg(&d), unreg(&s);
     for (int i = 0; i < n; i++)
@@ -517,7 +517,7 @@ static void test_sgd(int n)
             wr[i] -= a.lr * vr[i];
         }
     for (int k = 0; k < 3; k++)
-        insert_ok(sc_insert_sgd(&a, w.h, v.h, g[k].h, "sgd"), "sgd");
+        insert_ok(sc_insert_sgd(NULL, &a, w.h, v.h, g[k].h, "sgd"), "sgd");
     starpu_task_wait_for_all();
     unreg(&w), unreg(&v);
     check("sgd 3 steps: weights", &w, wr, 1e-5);
@@ -528,7 +528,7 @@ static void test_sgd(int n)
         rm(&g[k]);
 }
 
-/* sc_task_set_where reaches the tasks: with CPU workers only, a task kept
+/* sc_task_opts.where reaches the tasks: with CPU workers only, a task kept
  * to CUDA workers cannot be submitted, and one kept to CPU workers runs. */
 static void test_where(int n)
 {
@@ -536,11 +536,9 @@ static void test_where(int n)
     double *ref = malloc(n * sizeof(double));
     for (int i = 0; i < n; i++)
         ref[i] = d.p[i] + s.p[i];
-    sc_task_set_where(SC_WHERE_CUDA);
-    int on_cuda = sc_insert_accumulate(d.h, s.h, "accumulate on CUDA");
-    sc_task_set_where(SC_WHERE_CPU);
-    int on_cpu = sc_insert_accumulate(d.h, s.h, "accumulate on CPU");
-    sc_task_set_where(SC_WHERE_ANY);
+    struct sc_task_opts cuda = {0, SC_WHERE_CUDA}, cpu = {0, SC_WHERE_CPU};
+    int on_cuda = sc_insert_accumulate(&cuda, d.h, s.h, "accumulate on CUDA");
+    int on_cpu = sc_insert_accumulate(&cpu, d.h, s.h, "accumulate on CPU");
     starpu_task_wait_for_all();
     unreg(&d), unreg(&s);
     report(on_cuda != 0 && on_cpu == 0, "a task kept to CUDA workers is refused without one; kept to CPU, it runs",
@@ -557,10 +555,10 @@ static void test_rejects(void)
     struct sc_conv_args a = {2, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 8, 8, 0};
     struct buf x = mk(2 * 3 * 64, RANDOM), p = mk(4 * 27 + 4, RANDOM), y = mk(2 * 4 * 64 - GUARD - 1, ZERO);
     struct buf s = mk(10, ZERO);
-    int r1 = sc_insert_conv_fwd(&a, x.h, p.h, y.h, NULL);
+    int r1 = sc_insert_conv_fwd(NULL, &a, x.h, p.h, y.h, NULL);
     a.oh = 7, a.h = 12; /* 5 rows too many for oh: oneDNN would refuse */
-    int r2 = sc_insert_conv_fwd(&a, x.h, p.h, s.h, NULL);
-    int r3 = sc_insert_accumulate(x.h, p.h, NULL);
+    int r2 = sc_insert_conv_fwd(NULL, &a, x.h, p.h, s.h, NULL);
+    int r3 = sc_insert_accumulate(NULL, x.h, p.h, NULL);
     starpu_task_wait_for_all();
     report(r1 == SC_ERR_SHAPE && r2 == SC_ERR_SHAPE && r3 == SC_ERR_SHAPE,
            "inserts reject short handles, inconsistent shapes, length mismatches", 0.0);
@@ -616,14 +614,16 @@ static void test_gradients(void)
     starpu_vector_data_register(&lh, STARPU_MAIN_RAM, (uintptr_t)labels, 2, sizeof(int32_t));
     starpu_vector_data_register(&wsh, STARPU_MAIN_RAM, (uintptr_t)ws, wsb, 1);
     struct sc_xent_args xa = {2, 4, (float)G_SCALE};
-    insert_ok(sc_insert_conv_fwd(&gc, x.h, cp.h, y1.h, NULL) || sc_insert_pool_fwd(&gp, y1.h, y2.h, wsh, NULL) ||
-                  sc_insert_fc_fwd(&gf, y2.h, fp.h, l.h, NULL) || sc_insert_xent(&xa, l.h, lh, dl.h, st.h, NULL) ||
-                  sc_insert_fc_bwd_weights(&gf, y2.h, dl.h, dfp.h, NULL) ||
-                  sc_insert_fc_bwd_data(&gf, dl.h, fp.h, dy2.h, NULL) ||
-                  sc_insert_pool_bwd(&gp, dy2.h, wsh, dy1.h, NULL) ||
-                  sc_insert_relu_bwd((int)ny1, dy1.h, y1.h, NULL) ||
-                  sc_insert_conv_bwd_filter(&gc, x.h, dy1.h, dcp.h, NULL) ||
-                  sc_insert_conv_bwd_data(&gc, dy1.h, cp.h, dx.h, NULL),
+    insert_ok(sc_insert_conv_fwd(NULL, &gc, x.h, cp.h, y1.h, NULL) ||
+                  sc_insert_pool_fwd(NULL, &gp, y1.h, y2.h, wsh, NULL) ||
+                  sc_insert_fc_fwd(NULL, &gf, y2.h, fp.h, l.h, NULL) ||
+                  sc_insert_xent(NULL, &xa, l.h, lh, dl.h, st.h, NULL) ||
+                  sc_insert_fc_bwd_weights(NULL, &gf, y2.h, dl.h, dfp.h, NULL) ||
+                  sc_insert_fc_bwd_data(NULL, &gf, dl.h, fp.h, dy2.h, NULL) ||
+                  sc_insert_pool_bwd(NULL, &gp, dy2.h, wsh, dy1.h, NULL) ||
+                  sc_insert_relu_bwd(NULL, (int)ny1, dy1.h, y1.h, NULL) ||
+                  sc_insert_conv_bwd_filter(NULL, &gc, x.h, dy1.h, dcp.h, NULL) ||
+                  sc_insert_conv_bwd_data(NULL, &gc, dy1.h, cp.h, dx.h, NULL),
               "gradient chain");
     starpu_task_wait_for_all();
     starpu_data_unregister(lh);

@@ -256,8 +256,8 @@ static void test_bn_fwd(int n, int c, int hw, int relu, float eps)
     fill_tile(&x, &a);
     fill_params(&prm, c);
     double count = (double)n * hw;
-    inserted(sc_insert_bn_stats(&a, x.h, st.h, "bn_stats"), "bn_stats");
-    inserted(sc_insert_bn_fwd(&a, count, x.h, st.h, prm.h, y.h, saved.h, "bn_fwd"), "bn_fwd");
+    inserted(sc_insert_bn_stats(NULL, &a, x.h, st.h, "bn_stats"), "bn_stats");
+    inserted(sc_insert_bn_fwd(NULL, &a, count, x.h, st.h, prm.h, y.h, saved.h, "bn_fwd"), "bn_fwd");
     sync_all();
 
     double *xd = dbl(&x), *pd = dbl(&prm), *sref = xmalloc(2 * c * sizeof(double));
@@ -292,7 +292,7 @@ static void test_bn_fwd(int n, int c, int hw, int relu, float eps)
     for (int ch = 0; ch < c; ch++)
         ris[ch] = 1.0 / sqrt(rd[c + ch] + a.eps);
     bn_apply_ref(&a, xd, rd, ris, pd, eref);
-    inserted(sc_insert_bn_fwd_eval(&a, x.h, run.h, prm.h, ye.h, "bn_fwd_eval"), "bn_fwd_eval");
+    inserted(sc_insert_bn_fwd_eval(NULL, &a, x.h, run.h, prm.h, ye.h, "bn_fwd_eval"), "bn_fwd_eval");
     sync_all();
     snprintf(what, sizeof what, "bn_fwd_eval y n%d c%d hw%d relu%d eps%g", n, c, hw, relu, (double)eps);
     expect_close(what, &ye, eref);
@@ -305,7 +305,7 @@ static void test_bn_fwd(int n, int c, int hw, int relu, float eps)
         rref[ch] = 0.9 * rd[ch] + 0.1 * mean;
         rref[c + ch] = 0.9 * rd[c + ch] + 0.1 * unb;
     }
-    inserted(sc_insert_bn_running_update(&a, count, st.h, run.h, NULL, "bn_running"), "bn_running_update");
+    inserted(sc_insert_bn_running_update(NULL, &a, count, st.h, run.h, NULL, "bn_running"), "bn_running_update");
     sync_all();
     snprintf(what, sizeof what, "bn_running_update n%d c%d hw%d", n, c, hw);
     expect_close(what, &run, rref);
@@ -329,17 +329,17 @@ static void test_bn_tiles(int n0, int n1, int c, int hw)
     memcpy(F(&xw) + e0, F(&x1), e1 * sizeof(float));
     /* accumulate_f64 takes its length from the handles */
     struct buf s0 = mkd_exact(2 * c, UNSET), s1 = mkd_exact(2 * c, UNSET), sw = mkd(2 * c, UNSET);
-    inserted(sc_insert_bn_stats(&a0, x0.h, s0.h, "bn_stats0"), "bn_stats tile 0");
-    inserted(sc_insert_bn_stats(&a1, x1.h, s1.h, "bn_stats1"), "bn_stats tile 1");
-    inserted(sc_insert_bn_stats(&aw, xw.h, sw.h, "bn_stats_whole"), "bn_stats whole");
-    inserted(sc_insert_accumulate_f64(s0.h, s1.h, "acc"), "accumulate_f64");
+    inserted(sc_insert_bn_stats(NULL, &a0, x0.h, s0.h, "bn_stats0"), "bn_stats tile 0");
+    inserted(sc_insert_bn_stats(NULL, &a1, x1.h, s1.h, "bn_stats1"), "bn_stats tile 1");
+    inserted(sc_insert_bn_stats(NULL, &aw, xw.h, sw.h, "bn_stats_whole"), "bn_stats whole");
+    inserted(sc_insert_accumulate_f64(NULL, s0.h, s1.h, "acc"), "accumulate_f64");
     double count = (double)(n0 + n1) * hw;
     struct buf prm = mkf(2 * c, ZERO), y0 = mkf(e0, UNSET), y1 = mkf(e1, UNSET), yw = mkf(e0 + e1, UNSET);
     struct buf sv0 = mkf(2 * c, UNSET), sv1 = mkf(2 * c, UNSET), svw = mkf(2 * c, UNSET);
     fill_params(&prm, c);
-    inserted(sc_insert_bn_fwd(&a0, count, x0.h, s0.h, prm.h, y0.h, sv0.h, "fwd0"), "bn_fwd tile 0");
-    inserted(sc_insert_bn_fwd(&a1, count, x1.h, s0.h, prm.h, y1.h, sv1.h, "fwd1"), "bn_fwd tile 1");
-    inserted(sc_insert_bn_fwd(&aw, count, xw.h, sw.h, prm.h, yw.h, svw.h, "fwdw"), "bn_fwd whole");
+    inserted(sc_insert_bn_fwd(NULL, &a0, count, x0.h, s0.h, prm.h, y0.h, sv0.h, "fwd0"), "bn_fwd tile 0");
+    inserted(sc_insert_bn_fwd(NULL, &a1, count, x1.h, s0.h, prm.h, y1.h, sv1.h, "fwd1"), "bn_fwd tile 1");
+    inserted(sc_insert_bn_fwd(NULL, &aw, count, xw.h, sw.h, prm.h, yw.h, svw.h, "fwdw"), "bn_fwd whole");
     sync_all();
     host(&sw), host(&s0), host(&yw);
 
@@ -365,8 +365,8 @@ static void test_bn_running_count1(void)
     struct buf x = mkf(2, ZERO), st = mkd(4, UNSET), run = mkf(4, ZERO);
     F(&x)[0] = 3.0f, F(&x)[1] = -2.0f;
     F(&run)[0] = 1.0f, F(&run)[1] = 0.5f, F(&run)[2] = 2.0f, F(&run)[3] = 4.0f;
-    inserted(sc_insert_bn_stats(&a, x.h, st.h, NULL), "bn_stats count 1");
-    inserted(sc_insert_bn_running_update(&a, 1.0, st.h, run.h, NULL, NULL), "bn_running_update count 1");
+    inserted(sc_insert_bn_stats(NULL, &a, x.h, st.h, NULL), "bn_stats count 1");
+    inserted(sc_insert_bn_running_update(NULL, &a, 1.0, st.h, run.h, NULL, NULL), "bn_running_update count 1");
     sync_all();
     double ref[4] = {0.75 * 1.0 + 0.25 * 3.0, 0.75 * 0.5 + 0.25 * -2.0, 0.75 * 2.0, 0.75 * 4.0};
     expect_close("bn_running_update with count 1 (var 0, not divided by 0)", &run, ref);
@@ -387,8 +387,8 @@ static void bn_forward_host(const struct sc_bn_args *a, const float *x, const fl
     starpu_vector_data_register(&hy, STARPU_MAIN_RAM, (uintptr_t)y, ne, sizeof(float));
     starpu_vector_data_register(&hs, STARPU_MAIN_RAM, (uintptr_t)st, 2 * a->c, sizeof(double));
     starpu_vector_data_register(&hv, STARPU_MAIN_RAM, (uintptr_t)sv, 2 * a->c, sizeof(float));
-    inserted(sc_insert_bn_stats(a, hx, hs, NULL), "bn_stats (fd)");
-    inserted(sc_insert_bn_fwd(a, (double)a->n * a->hw, hx, hs, hp, hy, hv, NULL), "bn_fwd (fd)");
+    inserted(sc_insert_bn_stats(NULL, a, hx, hs, NULL), "bn_stats (fd)");
+    inserted(sc_insert_bn_fwd(NULL, a, (double)a->n * a->hw, hx, hs, hp, hy, hv, NULL), "bn_fwd (fd)");
     starpu_data_unregister(hx), starpu_data_unregister(hp), starpu_data_unregister(hy);
     starpu_data_unregister(hs), starpu_data_unregister(hv);
     free(st), free(sv);
@@ -426,13 +426,13 @@ static void test_bn_bwd(int n, int c, int hw, int relu, int fd)
     fill_tile(&x, &a);
     fill_params(&prm, c);
     double *w = dbl(&dy); /* the loss weights: L = sum w*y */
-    inserted(sc_insert_bn_stats(&a, x.h, st.h, NULL), "bn_stats");
-    inserted(sc_insert_bn_fwd(&a, count, x.h, st.h, prm.h, y.h, saved.h, NULL), "bn_fwd");
+    inserted(sc_insert_bn_stats(NULL, &a, x.h, st.h, NULL), "bn_stats");
+    inserted(sc_insert_bn_fwd(NULL, &a, count, x.h, st.h, prm.h, y.h, saved.h, NULL), "bn_fwd");
     if (relu)
-        inserted(sc_insert_relu_bwd((int)ne, dy.h, y.h, NULL), "relu_bwd");
-    inserted(sc_insert_bn_bwd_stats(&a, x.h, dy.h, saved.h, ds.h, "bn_bwd_stats"), "bn_bwd_stats");
-    inserted(sc_insert_bn_param_grad(c, ds.h, dp.h, "bn_param_grad"), "bn_param_grad");
-    inserted(sc_insert_bn_bwd_data(&a, count, x.h, dy.h, prm.h, saved.h, ds.h, dx.h, "bn_bwd_data"),
+        inserted(sc_insert_relu_bwd(NULL, (int)ne, dy.h, y.h, NULL), "relu_bwd");
+    inserted(sc_insert_bn_bwd_stats(NULL, &a, x.h, dy.h, saved.h, ds.h, "bn_bwd_stats"), "bn_bwd_stats");
+    inserted(sc_insert_bn_param_grad(NULL, c, ds.h, dp.h, "bn_param_grad"), "bn_param_grad");
+    inserted(sc_insert_bn_bwd_data(NULL, &a, count, x.h, dy.h, prm.h, saved.h, ds.h, dx.h, "bn_bwd_data"),
              "bn_bwd_data");
     sync_all();
     host(&dy), host(&y), host(&saved);
@@ -521,15 +521,15 @@ static void test_bn_bwd_tiles(int n0, int n1, int c, int hw)
     struct buf st = mkd(2 * c, UNSET), sv = mkf(2 * c, UNSET), yw = mkf(e0 + e1, UNSET);
     struct buf dsw = mkd(2 * c, UNSET), ds0 = mkd_exact(2 * c, UNSET), ds1 = mkd_exact(2 * c, UNSET);
     struct buf dxw = mkf(e0 + e1, UNSET), dx0 = mkf(e0, UNSET), dx1 = mkf(e1, UNSET);
-    inserted(sc_insert_bn_stats(&aw, xw.h, st.h, NULL), "bn_stats whole");
-    inserted(sc_insert_bn_fwd(&aw, count, xw.h, st.h, prm.h, yw.h, sv.h, NULL), "bn_fwd whole");
-    inserted(sc_insert_bn_bwd_stats(&aw, xw.h, gw.h, sv.h, dsw.h, NULL), "bn_bwd_stats whole");
-    inserted(sc_insert_bn_bwd_data(&aw, count, xw.h, gw.h, prm.h, sv.h, dsw.h, dxw.h, NULL), "bwd_data whole");
-    inserted(sc_insert_bn_bwd_stats(&a0, x0.h, g0.h, sv.h, ds0.h, NULL), "bn_bwd_stats tile 0");
-    inserted(sc_insert_bn_bwd_stats(&a1, x1.h, g1.h, sv.h, ds1.h, NULL), "bn_bwd_stats tile 1");
-    inserted(sc_insert_accumulate_f64(ds0.h, ds1.h, NULL), "accumulate_f64");
-    inserted(sc_insert_bn_bwd_data(&a0, count, x0.h, g0.h, prm.h, sv.h, ds0.h, dx0.h, NULL), "bwd_data 0");
-    inserted(sc_insert_bn_bwd_data(&a1, count, x1.h, g1.h, prm.h, sv.h, ds0.h, dx1.h, NULL), "bwd_data 1");
+    inserted(sc_insert_bn_stats(NULL, &aw, xw.h, st.h, NULL), "bn_stats whole");
+    inserted(sc_insert_bn_fwd(NULL, &aw, count, xw.h, st.h, prm.h, yw.h, sv.h, NULL), "bn_fwd whole");
+    inserted(sc_insert_bn_bwd_stats(NULL, &aw, xw.h, gw.h, sv.h, dsw.h, NULL), "bn_bwd_stats whole");
+    inserted(sc_insert_bn_bwd_data(NULL, &aw, count, xw.h, gw.h, prm.h, sv.h, dsw.h, dxw.h, NULL), "bwd_data whole");
+    inserted(sc_insert_bn_bwd_stats(NULL, &a0, x0.h, g0.h, sv.h, ds0.h, NULL), "bn_bwd_stats tile 0");
+    inserted(sc_insert_bn_bwd_stats(NULL, &a1, x1.h, g1.h, sv.h, ds1.h, NULL), "bn_bwd_stats tile 1");
+    inserted(sc_insert_accumulate_f64(NULL, ds0.h, ds1.h, NULL), "accumulate_f64");
+    inserted(sc_insert_bn_bwd_data(NULL, &a0, count, x0.h, g0.h, prm.h, sv.h, ds0.h, dx0.h, NULL), "bwd_data 0");
+    inserted(sc_insert_bn_bwd_data(NULL, &a1, count, x1.h, g1.h, prm.h, sv.h, ds0.h, dx1.h, NULL), "bwd_data 1");
     sync_all();
     host(&dsw), host(&dxw);
     double *dswd = dbl(&dsw), *dxwd = dbl(&dxw);
@@ -547,8 +547,8 @@ static void test_add_copy(int n, int relu)
 {
     char what[96];
     struct buf a = mkf(n, RANDOM), b = mkf(n, RANDOM), y = mkf(n, UNSET), d = mkf(n, UNSET);
-    inserted(sc_insert_add(n, relu, a.h, b.h, y.h, "add"), "add");
-    inserted(sc_insert_copy(n, a.h, d.h, "copy"), "copy");
+    inserted(sc_insert_add(NULL, n, relu, a.h, b.h, y.h, "add"), "add");
+    inserted(sc_insert_copy(NULL, n, a.h, d.h, "copy"), "copy");
     sync_all();
     double *ref = xmalloc(n * sizeof(double)), *ad = dbl(&a);
     size_t zeros = 0;
@@ -575,8 +575,8 @@ static void test_gap(int n, int c, int hw, float scale)
     size_t ne = (size_t)n * c * hw;
     struct buf x = mkf(ne, RANDOM), y = mkf((size_t)n * c, UNSET);
     struct buf dy = mkf((size_t)n * c, RANDOM), dx = mkf(ne, UNSET);
-    inserted(sc_insert_gap_fwd(n, c, hw, scale, x.h, y.h, "gap_fwd"), "gap_fwd");
-    inserted(sc_insert_gap_bwd(n, c, hw, scale, dy.h, dx.h, "gap_bwd"), "gap_bwd");
+    inserted(sc_insert_gap_fwd(NULL, n, c, hw, scale, x.h, y.h, "gap_fwd"), "gap_fwd");
+    inserted(sc_insert_gap_bwd(NULL, n, c, hw, scale, dy.h, dx.h, "gap_bwd"), "gap_bwd");
     sync_all();
     double *yref = xmalloc(n * c * sizeof(double)), *dxref = xmalloc(ne * sizeof(double));
     for (int i = 0; i < n * c; i++) {
@@ -602,8 +602,8 @@ static void test_gap_blocks(void)
     int c = 2;
     struct buf xa = mkf(c * 4, RANDOM), xb = mkf(c * 12, RANDOM);
     struct buf ya = mkf(c, UNSET), yb = mkf(c, UNSET);
-    inserted(sc_insert_gap_fwd(1, c, 4, 1.0f / 16, xa.h, ya.h, NULL), "gap_fwd block a");
-    inserted(sc_insert_gap_fwd(1, c, 12, 1.0f / 16, xb.h, yb.h, NULL), "gap_fwd block b");
+    inserted(sc_insert_gap_fwd(NULL, 1, c, 4, 1.0f / 16, xa.h, ya.h, NULL), "gap_fwd block a");
+    inserted(sc_insert_gap_fwd(NULL, 1, c, 12, 1.0f / 16, xb.h, yb.h, NULL), "gap_fwd block b");
     sync_all();
     host(&ya), host(&yb);
     int ok = 1;
@@ -640,8 +640,8 @@ static void test_pixel_xent(int n, int classes, int hw, double offset, int bad_l
     if (bad_label)
         lab[np - 1] = classes; /* out of range: no loss, no accuracy */
     struct buf lb = mki(np, lab);
-    inserted(sc_insert_pixel_xent(&a, lg.h, lb.h, dl.h, st.h, "pixel_xent"), "pixel_xent");
-    inserted(sc_insert_pixel_xent_eval(&a, lg.h, lb.h, ste.h, "pixel_xent_eval"), "pixel_xent_eval");
+    inserted(sc_insert_pixel_xent(NULL, &a, lg.h, lb.h, dl.h, st.h, "pixel_xent"), "pixel_xent");
+    inserted(sc_insert_pixel_xent_eval(NULL, &a, lg.h, lb.h, ste.h, "pixel_xent_eval"), "pixel_xent_eval");
     sync_all();
 
     double *dref = xmalloc(nl * sizeof(double)), loss = 0.0, sref[2];
@@ -716,7 +716,7 @@ static void test_sum_ordered(size_t es, int count, size_t len, int alias)
         }
     }
     struct buf *out = alias ? &src[0] : &dst;
-    inserted(sc_insert_sum_ordered(count, h, out->h, "sum_ordered"), "sum_ordered");
+    inserted(sc_insert_sum_ordered(NULL, count, h, out->h, "sum_ordered"), "sum_ordered");
     sync_all();
     host(out);
     for (size_t i = 0; i < len; i++)
@@ -741,7 +741,7 @@ static void test_sum_order_matters(void)
     struct buf s0 = mkf_exact(1, ZERO), s1 = mkf_exact(1, ZERO), s2 = mkf_exact(1, ZERO), d = mkf_exact(1, UNSET);
     F(&s0)[0] = a, F(&s1)[0] = b, F(&s2)[0] = c;
     starpu_data_handle_t h[3] = {s0.h, s1.h, s2.h};
-    inserted(sc_insert_sum_ordered(3, h, d.h, NULL), "sum_ordered order");
+    inserted(sc_insert_sum_ordered(NULL, 3, h, d.h, NULL), "sum_ordered order");
     sync_all();
     host(&d);
     check(F(&d)[0] == in_order, "sum_ordered adds src[0] + src[1] first (%g)", (double)F(&d)[0]);
@@ -766,51 +766,50 @@ static void test_errors(void)
     struct buf d7 = mkd_exact(7, ZERO), lab = mki(8, (const int32_t[8]){0});
     int R = SC_ERR_SHAPE;
 
-    expect_err(sc_insert_bn_stats(&a, xs.h, st.h, NULL), R, "bn_stats", "bn_stats short x");
-    expect_err(sc_insert_bn_stats(&a, x.h, sts.h, NULL), R, "bn_stats", "bn_stats short stats");
-    expect_err(sc_insert_bn_stats(&a, x.h, stf.h, NULL), R, "bn_stats", "bn_stats float stats");
+    expect_err(sc_insert_bn_stats(NULL, &a, xs.h, st.h, NULL), R, "bn_stats", "bn_stats short x");
+    expect_err(sc_insert_bn_stats(NULL, &a, x.h, sts.h, NULL), R, "bn_stats", "bn_stats short stats");
+    expect_err(sc_insert_bn_stats(NULL, &a, x.h, stf.h, NULL), R, "bn_stats", "bn_stats float stats");
     struct sc_bn_args z = a;
     z.hw = 0;
-    expect_err(sc_insert_bn_stats(&z, x.h, st.h, NULL), R, "bn_stats", "bn_stats hw 0");
-    expect_err(sc_insert_accumulate_f64(st.h, d7.h, NULL), R, "accumulate_f64", "accumulate_f64 lengths");
-    expect_err(sc_insert_accumulate_f64(stf.h, stf.h, NULL), R, "accumulate_f64", "accumulate_f64 floats");
-    expect_err(sc_insert_bn_fwd(&a, 8, x.h, st.h, prm.h, xs.h, sv.h, NULL), R, "bn_fwd", "bn_fwd short y");
-    expect_err(sc_insert_bn_fwd(&a, 8, x.h, st.h, prm.h, y.h, svs.h, NULL), R, "bn_fwd", "bn_fwd short saved");
-    expect_err(sc_insert_bn_fwd(&a, 8, x.h, stf.h, prm.h, y.h, sv.h, NULL), R, "bn_fwd", "bn_fwd float stats");
-    expect_err(sc_insert_bn_fwd(&a, 0, x.h, st.h, prm.h, y.h, sv.h, NULL), SC_ERR_ARG, "bn_fwd",
+    expect_err(sc_insert_bn_stats(NULL, &z, x.h, st.h, NULL), R, "bn_stats", "bn_stats hw 0");
+    expect_err(sc_insert_accumulate_f64(NULL, st.h, d7.h, NULL), R, "accumulate_f64", "accumulate_f64 lengths");
+    expect_err(sc_insert_accumulate_f64(NULL, stf.h, stf.h, NULL), R, "accumulate_f64", "accumulate_f64 floats");
+    expect_err(sc_insert_bn_fwd(NULL, &a, 8, x.h, st.h, prm.h, xs.h, sv.h, NULL), R, "bn_fwd", "bn_fwd short y");
+    expect_err(sc_insert_bn_fwd(NULL, &a, 8, x.h, st.h, prm.h, y.h, svs.h, NULL), R, "bn_fwd", "bn_fwd short saved");
+    expect_err(sc_insert_bn_fwd(NULL, &a, 8, x.h, stf.h, prm.h, y.h, sv.h, NULL), R, "bn_fwd", "bn_fwd float stats");
+    expect_err(sc_insert_bn_fwd(NULL, &a, 0, x.h, st.h, prm.h, y.h, sv.h, NULL), SC_ERR_ARG, "bn_fwd",
                "bn_fwd count 0");
-    expect_err(sc_insert_bn_fwd_eval(&a, x.h, svs.h, prm.h, y.h, NULL), R, "bn_fwd_eval",
+    expect_err(sc_insert_bn_fwd_eval(NULL, &a, x.h, svs.h, prm.h, y.h, NULL), R, "bn_fwd_eval",
                "bn_fwd_eval short running");
-    expect_err(sc_insert_bn_running_update(&a, 8, st.h, svs.h, NULL, NULL), R, "bn_running_update",
+    expect_err(sc_insert_bn_running_update(NULL, &a, 8, st.h, svs.h, NULL, NULL), R, "bn_running_update",
                "bn_running_update short running");
-    expect_err(sc_insert_bn_bwd_stats(&a, x.h, xs.h, sv.h, st.h, NULL), R, "bn_bwd_stats",
+    expect_err(sc_insert_bn_bwd_stats(NULL, &a, x.h, xs.h, sv.h, st.h, NULL), R, "bn_bwd_stats",
                "bn_bwd_stats short dy");
-    expect_err(sc_insert_bn_param_grad(3, sts.h, prm.h, NULL), R, "bn_param_grad", "bn_param_grad short dstats");
-    expect_err(sc_insert_bn_param_grad(3, st.h, svs.h, NULL), R, "bn_param_grad",
-               "bn_param_grad short dparams");
-    expect_err(sc_insert_bn_bwd_data(&a, 8, x.h, y.h, prm.h, sv.h, st.h, xs.h, NULL), R, "bn_bwd_data",
+    expect_err(sc_insert_bn_param_grad(NULL, 3, sts.h, prm.h, NULL), R, "bn_param_grad", "bn_param_grad short dstats");
+    expect_err(sc_insert_bn_param_grad(NULL, 3, st.h, svs.h, NULL), R, "bn_param_grad", "bn_param_grad short dparams");
+    expect_err(sc_insert_bn_bwd_data(NULL, &a, 8, x.h, y.h, prm.h, sv.h, st.h, xs.h, NULL), R, "bn_bwd_data",
                "bn_bwd_data short dx");
-    expect_err(sc_insert_bn_bwd_data(&a, 8, x.h, y.h, prm.h, sv.h, sts.h, y.h, NULL), R, "bn_bwd_data",
+    expect_err(sc_insert_bn_bwd_data(NULL, &a, 8, x.h, y.h, prm.h, sv.h, sts.h, y.h, NULL), R, "bn_bwd_data",
                "bn_bwd_data short dstats");
-    expect_err(sc_insert_add((int)ne, 0, x.h, xs.h, y.h, NULL), R, "add", "add short b");
-    expect_err(sc_insert_add(0, 0, x.h, x.h, y.h, NULL), R, "add", "add n 0");
-    expect_err(sc_insert_copy((int)ne, x.h, xs.h, NULL), R, "copy", "copy short dst");
-    expect_err(sc_insert_gap_fwd(2, 3, 4, 0.25f, xs.h, sv.h, NULL), R, "gap_fwd", "gap_fwd short x");
-    expect_err(sc_insert_gap_fwd(2, 3, 4, 0.25f, x.h, svs.h, NULL), R, "gap_fwd", "gap_fwd short y");
-    expect_err(sc_insert_gap_bwd(2, 3, 4, 0.25f, sv.h, xs.h, NULL), R, "gap_bwd", "gap_bwd short dx");
+    expect_err(sc_insert_add(NULL, (int)ne, 0, x.h, xs.h, y.h, NULL), R, "add", "add short b");
+    expect_err(sc_insert_add(NULL, 0, 0, x.h, x.h, y.h, NULL), R, "add", "add n 0");
+    expect_err(sc_insert_copy(NULL, (int)ne, x.h, xs.h, NULL), R, "copy", "copy short dst");
+    expect_err(sc_insert_gap_fwd(NULL, 2, 3, 4, 0.25f, xs.h, sv.h, NULL), R, "gap_fwd", "gap_fwd short x");
+    expect_err(sc_insert_gap_fwd(NULL, 2, 3, 4, 0.25f, x.h, svs.h, NULL), R, "gap_fwd", "gap_fwd short y");
+    expect_err(sc_insert_gap_bwd(NULL, 2, 3, 4, 0.25f, sv.h, xs.h, NULL), R, "gap_bwd", "gap_bwd short dx");
     struct sc_pixel_xent_args px = {2, 3, 4, 0.125f};
-    expect_err(sc_insert_pixel_xent(&px, xs.h, lab.h, y.h, sv.h, NULL), R, "pixel_xent",
+    expect_err(sc_insert_pixel_xent(NULL, &px, xs.h, lab.h, y.h, sv.h, NULL), R, "pixel_xent",
                "pixel_xent short logits");
-    expect_err(sc_insert_pixel_xent(&px, x.h, lab.h, xs.h, sv.h, NULL), R, "pixel_xent",
+    expect_err(sc_insert_pixel_xent(NULL, &px, x.h, lab.h, xs.h, sv.h, NULL), R, "pixel_xent",
                "pixel_xent short dlogits");
-    expect_err(sc_insert_pixel_xent(&px, x.h, d7.h, y.h, sv.h, NULL), R, "pixel_xent",
+    expect_err(sc_insert_pixel_xent(NULL, &px, x.h, d7.h, y.h, sv.h, NULL), R, "pixel_xent",
                "pixel_xent labels of doubles");
-    expect_err(sc_insert_pixel_xent_eval(&px, x.h, lab.h, sts.h, NULL), R, "pixel_xent_eval",
+    expect_err(sc_insert_pixel_xent_eval(NULL, &px, x.h, lab.h, sts.h, NULL), R, "pixel_xent_eval",
                "pixel_xent_eval double stats");
     starpu_data_handle_t mixed[3] = {sv.h, sv.h, svs.h}, kinds[2] = {sv.h, st.h};
-    expect_err(sc_insert_sum_ordered(3, mixed, sv.h, NULL), R, "sum_ordered", "sum_ordered short source");
-    expect_err(sc_insert_sum_ordered(2, kinds, sv.h, NULL), R, "sum_ordered", "sum_ordered float + double");
-    expect_err(sc_insert_sum_ordered(0, kinds, sv.h, NULL), SC_ERR_ARG, "sum_ordered", "sum_ordered 0 sources");
+    expect_err(sc_insert_sum_ordered(NULL, 3, mixed, sv.h, NULL), R, "sum_ordered", "sum_ordered short source");
+    expect_err(sc_insert_sum_ordered(NULL, 2, kinds, sv.h, NULL), R, "sum_ordered", "sum_ordered float + double");
+    expect_err(sc_insert_sum_ordered(NULL, 0, kinds, sv.h, NULL), SC_ERR_ARG, "sum_ordered", "sum_ordered 0 sources");
     sync_all();
     rm(&x), rm(&xs), rm(&st), rm(&sts), rm(&stf), rm(&prm), rm(&y), rm(&sv), rm(&svs), rm(&d7), rm(&lab);
 }

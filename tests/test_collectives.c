@@ -42,7 +42,7 @@ static int test_allreduce(struct sc_runtime *rt, size_t n)
         for (size_t i = 0; i < n; i++)
             v[i] = value(rt->rank, i, round);
         starpu_data_release(h);
-        if (sc_ring_allreduce_submit(ring)) {
+        if (sc_ring_allreduce_submit(ring, NULL)) {
             printf("FAIL submit: %s\n", sc_last_error());
             return 1;
         }
@@ -91,7 +91,7 @@ static int test_sgd(struct sc_runtime *rt, size_t n)
         for (size_t i = 0; i < n; i++)
             g[i] = value(rt->rank, i, step);
         starpu_data_release(hg);
-        sc_sgd_sync_submit(sync, &a);
+        sc_sgd_sync_submit(sync, NULL, &a);
         for (size_t i = 0; i < n; i++) {
             float s = 0;
             for (int r = 0; r < rt->size; r++)
@@ -161,13 +161,13 @@ static int test_gate(struct sc_runtime *rt, size_t na, size_t nb)
                 g[k][n[k] - 1] = NAN;
             starpu_data_release(hg[k]);
         }
-        int err = sc_gate_open_submit(gate);
+        int err = sc_gate_open_submit(gate, NULL);
         for (int k = 1; k >= 0 && !err; k--) /* backward order, as in training */
-            err = sc_sgd_sync_reduce_submit(sync[k], gate);
+            err = sc_sgd_sync_reduce_submit(sync[k], NULL, gate);
         if (!err)
-            err = sc_gate_close_submit(gate);
+            err = sc_gate_close_submit(gate, NULL);
         for (int k = 1; k >= 0 && !err; k--)
-            err = sc_sgd_sync_update_submit(sync[k], &a);
+            err = sc_sgd_sync_update_submit(sync[k], NULL, &a);
         if (err) {
             printf("FAIL submit: %s\n", sc_last_error());
             return 1;

@@ -148,65 +148,65 @@ static void run_case(const struct tcase *t)
 static int s_accumulate(const void *a, starpu_data_handle_t *h)
 {
     (void)a;
-    return sc_insert_accumulate(h[0], h[1], "accumulate");
+    return sc_insert_accumulate(NULL, h[0], h[1], "accumulate");
 }
 static int s_sgd(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_sgd(a, h[0], h[1], h[2], "sgd");
+    return sc_insert_sgd(NULL, a, h[0], h[1], h[2], "sgd");
 }
 static int s_zero(const void *a, starpu_data_handle_t *h)
 {
     (void)a;
-    return sc_insert_zero(h[0], "zero");
+    return sc_insert_zero(NULL, h[0], "zero");
 }
 static int s_count_nonfinite(const void *a, starpu_data_handle_t *h)
 {
     (void)a;
-    return sc_insert_count_nonfinite(h[0], h[1], "count_nonfinite");
+    return sc_insert_count_nonfinite(NULL, h[0], h[1], "count_nonfinite");
 }
 static int s_relu_bwd(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_relu_bwd(*(const int *)a, h[0], h[1], "relu_bwd");
+    return sc_insert_relu_bwd(NULL, *(const int *)a, h[0], h[1], "relu_bwd");
 }
 static int s_xent(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_xent(a, h[0], h[1], h[2], h[3], "xent");
+    return sc_insert_xent(NULL, a, h[0], h[1], h[2], h[3], "xent");
 }
 static int s_xent_eval(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_xent_eval(a, h[0], h[1], h[2], "xent_eval");
+    return sc_insert_xent_eval(NULL, a, h[0], h[1], h[2], "xent_eval");
 }
 static int s_conv_fwd(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_conv_fwd(a, h[0], h[1], h[2], "conv_fwd");
+    return sc_insert_conv_fwd(NULL, a, h[0], h[1], h[2], "conv_fwd");
 }
 static int s_conv_bwd_data(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_conv_bwd_data(a, h[0], h[1], h[2], "conv_bwd_data");
+    return sc_insert_conv_bwd_data(NULL, a, h[0], h[1], h[2], "conv_bwd_data");
 }
 static int s_conv_bwd_filter(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_conv_bwd_filter(a, h[0], h[1], h[2], "conv_bwd_filter");
+    return sc_insert_conv_bwd_filter(NULL, a, h[0], h[1], h[2], "conv_bwd_filter");
 }
 static int s_pool_fwd(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_pool_fwd(a, h[0], h[1], h[2], "pool_fwd");
+    return sc_insert_pool_fwd(NULL, a, h[0], h[1], h[2], "pool_fwd");
 }
 static int s_pool_bwd(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_pool_bwd(a, h[0], h[1], h[2], "pool_bwd");
+    return sc_insert_pool_bwd(NULL, a, h[0], h[1], h[2], "pool_bwd");
 }
 static int s_fc_fwd(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_fc_fwd(a, h[0], h[1], h[2], "fc_fwd");
+    return sc_insert_fc_fwd(NULL, a, h[0], h[1], h[2], "fc_fwd");
 }
 static int s_fc_bwd_data(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_fc_bwd_data(a, h[0], h[1], h[2], "fc_bwd_data");
+    return sc_insert_fc_bwd_data(NULL, a, h[0], h[1], h[2], "fc_bwd_data");
 }
 static int s_fc_bwd_weights(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_fc_bwd_weights(a, h[0], h[1], h[2], "fc_bwd_weights");
+    return sc_insert_fc_bwd_weights(NULL, a, h[0], h[1], h[2], "fc_bwd_weights");
 }
 
 struct bn_case {
@@ -215,39 +215,39 @@ struct bn_case {
 };
 static int s_bn_stats(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_bn_stats(&((const struct bn_case *)a)->a, h[0], h[1], "bn_stats");
+    return sc_insert_bn_stats(NULL, &((const struct bn_case *)a)->a, h[0], h[1], "bn_stats");
 }
 static int s_accumulate_f64(const void *a, starpu_data_handle_t *h)
 {
     (void)a;
-    return sc_insert_accumulate_f64(h[0], h[1], "accumulate_f64");
+    return sc_insert_accumulate_f64(NULL, h[0], h[1], "accumulate_f64");
 }
 static int s_bn_fwd(const void *a, starpu_data_handle_t *h)
 {
     const struct bn_case *b = a;
-    return sc_insert_bn_fwd(&b->a, b->count, h[0], h[1], h[2], h[3], h[4], "bn_fwd");
+    return sc_insert_bn_fwd(NULL, &b->a, b->count, h[0], h[1], h[2], h[3], h[4], "bn_fwd");
 }
 static int s_bn_fwd_eval(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_bn_fwd_eval(&((const struct bn_case *)a)->a, h[0], h[1], h[2], h[3], "bn_fwd_eval");
+    return sc_insert_bn_fwd_eval(NULL, &((const struct bn_case *)a)->a, h[0], h[1], h[2], h[3], "bn_fwd_eval");
 }
 static int s_bn_running(const void *a, starpu_data_handle_t *h)
 {
     const struct bn_case *b = a;
-    return sc_insert_bn_running_update(&b->a, b->count, h[0], h[1], NULL, "bn_running_update");
+    return sc_insert_bn_running_update(NULL, &b->a, b->count, h[0], h[1], NULL, "bn_running_update");
 }
 static int s_bn_bwd_stats(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_bn_bwd_stats(&((const struct bn_case *)a)->a, h[0], h[1], h[2], h[3], "bn_bwd_stats");
+    return sc_insert_bn_bwd_stats(NULL, &((const struct bn_case *)a)->a, h[0], h[1], h[2], h[3], "bn_bwd_stats");
 }
 static int s_bn_param_grad(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_bn_param_grad(((const struct bn_case *)a)->a.c, h[0], h[1], "bn_param_grad");
+    return sc_insert_bn_param_grad(NULL, ((const struct bn_case *)a)->a.c, h[0], h[1], "bn_param_grad");
 }
 static int s_bn_bwd_data(const void *a, starpu_data_handle_t *h)
 {
     const struct bn_case *b = a;
-    return sc_insert_bn_bwd_data(&b->a, b->count, h[0], h[1], h[2], h[3], h[4], h[5], "bn_bwd_data");
+    return sc_insert_bn_bwd_data(NULL, &b->a, b->count, h[0], h[1], h[2], h[3], h[4], h[5], "bn_bwd_data");
 }
 
 struct ew_case {
@@ -257,40 +257,40 @@ struct ew_case {
 static int s_add(const void *a, starpu_data_handle_t *h)
 {
     const struct ew_case *e = a;
-    return sc_insert_add(e->n, e->relu, h[0], h[1], h[2], "add");
+    return sc_insert_add(NULL, e->n, e->relu, h[0], h[1], h[2], "add");
 }
 static int s_copy(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_copy(((const struct ew_case *)a)->n, h[0], h[1], "copy");
+    return sc_insert_copy(NULL, ((const struct ew_case *)a)->n, h[0], h[1], "copy");
 }
 static int s_gap_fwd(const void *a, starpu_data_handle_t *h)
 {
     const struct ew_case *e = a;
-    return sc_insert_gap_fwd(e->n, e->c, e->hw, e->scale, h[0], h[1], "gap_fwd");
+    return sc_insert_gap_fwd(NULL, e->n, e->c, e->hw, e->scale, h[0], h[1], "gap_fwd");
 }
 static int s_gap_bwd(const void *a, starpu_data_handle_t *h)
 {
     const struct ew_case *e = a;
-    return sc_insert_gap_bwd(e->n, e->c, e->hw, e->scale, h[0], h[1], "gap_bwd");
+    return sc_insert_gap_bwd(NULL, e->n, e->c, e->hw, e->scale, h[0], h[1], "gap_bwd");
 }
 static int s_pixel_xent(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_pixel_xent(a, h[0], h[1], h[2], h[3], "pixel_xent");
+    return sc_insert_pixel_xent(NULL, a, h[0], h[1], h[2], h[3], "pixel_xent");
 }
 static int s_pixel_xent_eval(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_pixel_xent_eval(a, h[0], h[1], h[2], "pixel_xent_eval");
+    return sc_insert_pixel_xent_eval(NULL, a, h[0], h[1], h[2], "pixel_xent_eval");
 }
 static int s_sum_ordered(const void *a, starpu_data_handle_t *h)
 {
-    return sc_insert_sum_ordered(*(const int *)a, h, h[*(const int *)a], "sum_ordered");
+    return sc_insert_sum_ordered(NULL, *(const int *)a, h, h[*(const int *)a], "sum_ordered");
 }
 static int s_region(const void *a, starpu_data_handle_t *h)
 {
     const struct sc_region_args *r = a;
     int conv = r->op >= SC_REGION_CONV_FWD && r->op <= SC_REGION_CONV_BWD_DATA;
     int ns = r->na + r->nb;
-    return sc_insert_region(r, h, conv ? h[ns] : NULL, h[ns + conv], "region");
+    return sc_insert_region(NULL, r, h, conv ? h[ns] : NULL, h[ns + conv], "region");
 }
 
 /* ---- cases ---- */
@@ -349,12 +349,12 @@ static void pool_cases(int n, int c, int h, int w, int k, int s, int p, int max,
         starpu_vector_data_register(&hws, STARPU_MAIN_RAM, (uintptr_t)ws, nws, 1);
         starpu_vector_data_register(&hdy, STARPU_MAIN_RAM, (uintptr_t)dy, ny, 4);
         starpu_sched_ctx_set_context(&ctx_of[fk]);
-        int ret = sc_insert_pool_fwd(&a, hx, hy, hws, "pool_fwd");
+        int ret = sc_insert_pool_fwd(NULL, &a, hx, hy, hws, "pool_fwd");
         for (int bk = 0; bk < 2; bk++) {
             dx[bk] = malloc(nx * 4);
             starpu_vector_data_register(&hdx, STARPU_MAIN_RAM, (uintptr_t)dx[bk], nx, 4);
             starpu_sched_ctx_set_context(&ctx_of[bk]);
-            ret |= sc_insert_pool_bwd(&a, hdy, hws, hdx, "pool_bwd");
+            ret |= sc_insert_pool_bwd(NULL, &a, hdy, hws, hdx, "pool_bwd");
             starpu_data_unregister(hdx);
         }
         starpu_data_unregister(hx), starpu_data_unregister(hy), starpu_data_unregister(hws),

@@ -542,7 +542,7 @@ static void test_codelet_split(struct sc_synth_args a, const int *rows, int nrb,
                         l = mk_handle(N * nl, sizeof(int32_t), GUARD);
             int32_t idx_copy[N];
             memcpy(idx_copy, idx, sizeof idx);
-            int ret = sc_insert_synth_load(&ab, idx_copy, x.h, l.h, "synth_test");
+            int ret = sc_insert_synth_load(NULL, &ab, idx_copy, x.h, l.h, "synth_test");
             memset(idx_copy, 0xff, sizeof idx_copy); /* the task must hold its own copy */
             submitted &= ret == 0;
             if (ret)
@@ -570,7 +570,7 @@ static void test_codelet_split(struct sc_synth_args a, const int *rows, int nrb,
 static void expect_err(const struct sc_synth_args *a, const int32_t *idx, starpu_data_handle_t x,
                        starpu_data_handle_t l, int want, const char *what)
 {
-    int ret = sc_insert_synth_load(a, idx, x, l, "synth_err");
+    int ret = sc_insert_synth_load(NULL, a, idx, x, l, "synth_err");
     int named = strstr(sc_last_error(), "synth_load") != NULL;
     check(ret == want && named, "wrapper rejects %s with %s (%d: %s)", what, sc_strerror(want), ret,
           ret ? sc_last_error() : "accepted");
@@ -628,10 +628,10 @@ static void test_errors(void)
     expect_err(&im, idx, x.h, l1.h, SC_ERR_SHAPE, "1 label for an image tile of 2");
 
     /* and the valid calls pass with exactly sized handles */
-    int ret = sc_insert_synth_load(&a, idx, x.h, l.h, "synth_ok");
+    int ret = sc_insert_synth_load(NULL, &a, idx, x.h, l.h, "synth_ok");
     check(ret == 0, "wrapper accepts exactly sized mesh tiles (%d)", ret);
     struct hbuf li = mk_handle(2, sizeof(int32_t), 0);
-    ret = sc_insert_synth_load(&im, idx, x.h, li.h, "synth_ok");
+    ret = sc_insert_synth_load(NULL, &im, idx, x.h, li.h, "synth_ok");
     check(ret == 0, "wrapper accepts an image tile with 2 labels (%d)", ret);
     starpu_task_wait_for_all();
     starpu_data_unregister(mat);
@@ -659,8 +659,8 @@ static void test_labels(void)
     starpu_data_handle_t hw, hp;
     starpu_vector_data_register(&hw, STARPU_MAIN_RAM, (uintptr_t)lw, 2 * OH * OW, sizeof(int32_t));
     starpu_vector_data_register(&hp, STARPU_MAIN_RAM, (uintptr_t)lp, 2 * 4 * 3, sizeof(int32_t));
-    int err = sc_insert_synth_labels(&a, OH, OW, whole, idx, hw, "labels") ||
-              sc_insert_synth_labels(&a, OH, OW, part, idx, hp, "labels");
+    int err = sc_insert_synth_labels(NULL, &a, OH, OW, whole, idx, hw, "labels") ||
+              sc_insert_synth_labels(NULL, &a, OH, OW, part, idx, hp, "labels");
     starpu_task_wait_for_all();
     starpu_data_unregister(hw);
     starpu_data_unregister(hp);

@@ -1,0 +1,723 @@
+/* This rank's plan of a parsed network (sc_net_setup): how each layer is
+ * split, its tiles and handles, the halo and redistribution fetches, the
+ * gradient buckets, task priorities and the memory they take; and its
+ * end. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu.h>
+
+#include "net_private.h"
+
+/* ---- how each layer is split ---- */
+
+/* A layer's grid: its cfg's parallel=, else the command line's, else
+ * sample parallelism; layers that need whole samples take sample
+ * parallelism whatever the command line says. */
+static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g)
+{
+    struct sc_net_dist *D = net->dist;
+    int P = D->rt->size, err;
+    const char *spec = l->parallel[0] ? l->parallel : D->comm.parallel ? D->comm.parallel : "";
+    if ((err = sc_grid_parse(spec, P, g)))
+        return sc_error(err, "%s: %s", l->name, sc_last_error());
+    int spatial = g->extent[SC_DIM_H] * g->extent[SC_DIM_W] > 1;
+    if (g->extent[SC_DIM_C] > 1 || g->extent[SC_DIM_F] > 1)
+        return sc_error(SC_ERR_ARG,
+                        "%s: parallel '%s': channel and filter splitting are not implemented; "
+                        "use n, h and w",
+                        l->name, spec);
+    if (spatial && l->whole_sample) {
+        if (l->parallel[0])
+            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer needs whole samples (use n%d)", l->name,
+                            l->parallel, l->ops->section, P);
+        sc_grid_parse("", P, g);
+    }
+    int gn = g->extent[SC_DIM_N], gh = g->extent[SC_DIM_H], gw = g->extent[SC_DIM_W];
+    if (D->global_batch % gn)
+        return sc_error(SC_ERR_ARG,
+                        "global batch %d does not split evenly over %d ranks (use a multiple of "
+                        "%d; layer %s is split n%d)",
+                        D->global_batch, gn, gn, l->name, gn);
+    if (spatial && (l->out.h < gh || l->out.w < gw || l->in.h < gh || l->in.w < gw))
+        return sc_error(SC_ERR_ARG,
+                        "%s: %dx%d input, %dx%d output cannot be split over h%d w%d (every rank "
+                        "needs a row and a column); give it parallel= with fewer spatial ranks",
+                        l->name, l->in.h, l->in.w, l->out.h, l->out.w, gh, gw);
+    return 0;
+}
+
+static int plan_layouts(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->rt->ncpu, me = D->rt->rank, err;
+    struct sc_grid g[net->nlayers];
+    for (int l = 0; l < net->nlayers; l++) {
+        if (net->layers[l].alias)
+            continue;
+        if ((err = choose_grid(net, &net->layers[l], &g[l])))
+            return err;
+        int per_rank = D->global_batch / g[l].extent[SC_DIM_N];
+        if (per_rank < T)
+            T = per_rank;
+        D->spatial |= g[l].extent[SC_DIM_N] != D->rt->size;
+    }
+    /* Tiles travel between ranks (halos, redistribution, replicated
+     * layers), so every rank cuts its samples alike. */
+    if (D->rt->size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &T, 1, MPI_INT, MPI_MIN, D->rt->ctl);
+    D->ntiles = T;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        if (L->alias)
+            continue;
+        d->lin = (struct sc_layout){g[l], D->global_batch, L->in.h, L->in.w, T};
+        d->lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T};
+        d->in_box = sc_layout_box(&d->lin, me);
+        d->out_box = sc_layout_box(&d->lout, me);
+        ALLOC_ARRAY(d->tile_s0, T);
+        ALLOC_ARRAY(d->tile_n, T);
+        d->tile_max = 0;
+        for (int t = 0; t < T; t++) {
+            sc_layout_tile_samples(&d->lout, me, t, &d->tile_s0[t], &d->tile_n[t]);
+            if (d->tile_n[t] > d->tile_max)
+                d->tile_max = d->tile_n[t];
+        }
+        if (g[l].extent[SC_DIM_H] * g[l].extent[SC_DIM_W] > 1)
+            ALLOC_ARRAY(d->split, T);
+    }
+    return 0;
+}
+
+/* NCCL kernels wait on the GPU for every rank to join, on the stream of the
+ * worker that also runs compute tasks.  That is safe only when every
+ * transfer between ranks is an NCCL call in the one order: a StarPU-MPI
+ * transfer (a halo, a redistribution, a group sum) whose source task sits
+ * behind an NCCL kernel on that stream can be what another rank needs to
+ * reach the same NCCL call, and both wait for ever.  So NCCL takes only
+ * grids that split samples alone. */
+static int check_nccl_grids(const struct sc_net *net)
+{
+    const struct sc_net_dist *D = net->dist;
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_grid *g = &D->ld[l].lin.grid;
+        if (net->layers[l].alias || g->extent[SC_DIM_N] == D->rt->size)
+            continue;
+        char spec[64];
+        sc_grid_format(g, spec, sizeof spec);
+        return sc_error(SC_ERR_ARG,
+                        "--collectives nccl: layer %s is split as %s; NCCL takes only sample "
+                        "parallelism (n%d for every layer), as the halo exchanges and redistributions of other grids "
+                        "are StarPU-MPI transfers that could wait behind an NCCL call on the GPU; use --collectives "
+                        "tasks",
+                        net->layers[l].name, spec, D->rt->size);
+    }
+    return 0;
+}
+
+static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data *d)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, err;
+    d->bucket = -1;
+    if (l->alias)
+        return 0;
+    snprintf(d->dy_sum_name, sizeof(d->dy_sum_name), "%s.grad_sum", l->name);
+    ALLOC_ARRAY(d->y, T);
+    ALLOC_ARRAY(d->dy, T);
+    ALLOC_ARRAY(d->scratch, T);
+    ALLOC_ARRAY(d->hy, T);
+    ALLOC_ARRAY(d->hdy, T);
+    ALLOC_ARRAY(d->hscratch, T);
+    if ((err = l->ops->shapes(l, d->tile_max)))
+        return err;
+    size_t out = (size_t)d->tile_max * l->out.c * sc_box_area(d->out_box);
+    for (int t = 0; t < T && !l->is_loss; t++) {
+        if ((err = sc_vector_new(&d->hy[t], (void **)&d->y[t], out, sizeof(float))) ||
+            (err = sc_vector_new(&d->hdy[t], (void **)&d->dy[t], out, sizeof(float))))
+            return err;
+        if (l->scratch_bytes && (err = sc_vector_new(&d->hscratch[t], &d->scratch[t], l->scratch_bytes, 1)))
+            return err;
+    }
+    if (!l->nparams || d->replicated)
+        return 0;
+    ALLOC_ARRAY(d->tile_g, T);
+    ALLOC_ARRAY(d->htile_g, T);
+    for (int t = 1; t < T; t++)
+        if ((err = sc_vector_new(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
+            return err;
+    return 0;
+}
+
+/* Which reader of each output writes its gradient directly, and where the
+ * others write theirs (see layer_data). */
+static int plan_gradient_sums(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, most = 2 * net->nlayers, err;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        for (int k = 0; k < L->nsrc && !L->alias; k++) {
+            int s = L->src[k];
+            if (s < 0)
+                continue;
+            struct layer_data *ds = &D->ld[s];
+            if (!ds->contrib)
+                ALLOC_ARRAY(ds->contrib, most);
+            if (L->dx_is_dy) {
+                ds->contrib[ds->ncontrib++] = d->hdy;
+                continue;
+            }
+            if (!ds->dy_direct) {
+                ds->dy_direct = 1;
+                continue;
+            }
+            size_t n = (size_t)ds->tile_max * net->layers[s].out.c * sc_box_area(ds->out_box);
+            ALLOC_ARRAY(d->dx_own, T);
+            ALLOC_ARRAY(d->hdx_own, T);
+            for (int t = 0; t < T; t++)
+                if ((err = sc_vector_new(&d->hdx_own[t], (void **)&d->dx_own[t], n, sizeof(float))))
+                    return err;
+            ds->contrib[ds->ncontrib++] = d->hdx_own;
+        }
+    }
+    return 0;
+}
+
+struct need_ctx {
+    struct sc_net *net;
+    int l;
+};
+
+static struct sc_box box_union(struct sc_box a, struct sc_box b)
+{
+    if (sc_box_empty(a))
+        return b;
+    if (sc_box_empty(b))
+        return a;
+    return (struct sc_box){a.r0 < b.r0 ? a.r0 : b.r0, a.r1 > b.r1 ? a.r1 : b.r1, a.c0 < b.c0 ? a.c0 : b.c0,
+                           a.c1 > b.c1 ? a.c1 : b.c1};
+}
+
+/* What rank r's tiles of layer l read of x: the windows of its outputs,
+ * and for max pooling those of the outputs its backward reads. */
+static struct sc_box need_x(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    struct sc_layer *L = &c->net->layers[c->l];
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    (void)t;
+    struct sc_box b = sc_windows_inputs(&L->win_r, &L->win_c, sc_layout_box(&d->lout, r));
+    if (L->bwd_reads_x)
+        b = box_union(b, sc_windows_inputs(&L->win_r, &L->win_c,
+                                           sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->lin, r))));
+    return b;
+}
+
+/* What rank r's backward of layer l reads of dy: the outputs touching its
+ * input block. */
+static struct sc_box need_dy(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    struct sc_layer *L = &c->net->layers[c->l];
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    (void)t;
+    return sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->lin, r));
+}
+
+static struct sc_box need_in(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return sc_layout_box(&c->net->dist->ld[c->l].lin, r);
+}
+
+static struct sc_box need_prev_out(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return sc_layout_box(&c->net->dist->ld[c->net->layers[c->l].src[0]].lout, r);
+}
+
+static int g_spatial(const struct sc_layout *L)
+{
+    return L->grid.extent[SC_DIM_H] * L->grid.extent[SC_DIM_W] > 1;
+}
+
+/* Redistribution into layer l when its input layout is not the previous
+ * layer's output layout, and halo exchanges of split windowed layers. */
+static int plan_exchanges(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *L = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    struct need_ctx ctx = {net, l};
+    int T = D->ntiles, me = D->rt->rank, err, s = L->src[0];
+    if (L->alias)
+        return 0;
+    for (int k = 0; k < L->nsrc && (L->dx_is_dy || k > 0); k++)
+        if (!sc_layout_equal(&D->ld[L->src[k]].lout, &d->lin))
+            return sc_error(SC_ERR_ARG,
+                            "%s adds the outputs of %s and %s, which must be split like it: give "
+                            "the three the same parallel=",
+                            L->name, net->layers[L->src[0]].name, net->layers[L->src[1]].name);
+    if (s >= 0 && !sc_layout_equal(&D->ld[s].lout, &d->lin)) {
+        size_t n = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box);
+        ALLOC_ARRAY(d->xin, T);
+        ALLOC_ARRAY(d->dxin, T);
+        ALLOC_ARRAY(d->hxin, T);
+        ALLOC_ARRAY(d->hdxin, T);
+        for (int t = 0; t < T; t++)
+            if ((err = sc_vector_new(&d->hxin[t], (void **)&d->xin[t], n, sizeof(float))) ||
+                (err = sc_vector_new(&d->hdxin[t], (void **)&d->dxin[t], n, sizeof(float))))
+                return err;
+        snprintf(d->redist_name, sizeof(d->redist_name), "%s.redistribute", L->name);
+        snprintf(d->assemble_name, sizeof(d->assemble_name), "%s.assemble", L->name);
+        if ((err = sc_fetch_create(&d->redist_fwd, &D->ld[s].lout, L->in.c, &d->lin, need_in, &ctx, me, D->rt->comm,
+                                   d->redist_name)) ||
+            (err = sc_fetch_create(&d->redist_bwd, &d->lin, L->in.c, &D->ld[s].lout, need_prev_out, &ctx, me,
+                                   D->rt->comm, d->redist_name)))
+            return err;
+    }
+    if (L->group_sum_len && g_spatial(&d->lin)) {
+        int members[D->rt->size];
+        int n = sc_grid_segment(&d->lin.grid, me, (1u << SC_DIM_H) | (1u << SC_DIM_W), members);
+        for (int i = 0; i < 2; i++)
+            if ((err = sc_group_sum_create(&d->gsum[i], D->rt->comm, members, n, me, L->group_sum_len, L->name)))
+                return err;
+    }
+    if (!d->split)
+        return 0;
+    if (L->win_r.k > 0) { /* not pointwise */
+        snprintf(d->halo_x_name, sizeof(d->halo_x_name), "%s.halo_x", L->name);
+        snprintf(d->halo_dy_name, sizeof(d->halo_dy_name), "%s.halo_dy", L->name);
+        if ((err = sc_fetch_create(&d->halo_x, &d->lin, L->in.c, &d->lin, need_x, &ctx, me, D->rt->comm,
+                                   d->halo_x_name)) ||
+            (s >= 0 && (err = sc_fetch_create(&d->halo_dy, &d->lout, L->out.c, &d->lin, need_dy, &ctx, me, D->rt->comm,
+                                              d->halo_dy_name))))
+            return err;
+    }
+    for (int t = 0; t < T; t++)
+        d->split[t] = (struct sc_tile_split){t,         d->tile_s0[t], d->in_box,       d->out_box,
+                                             d->halo_x, d->halo_dy,    x_tiles(net, l), d->hdy};
+    return 0;
+}
+
+/* A replicated layer keeps whole copies of everything on every rank, plus
+ * room for the other ranks' inputs and errors and one partial gradient per
+ * (rank, tile), summed in the same order everywhere so that every rank
+ * computes the same bits. */
+static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int P = D->rt->size, T = D->ntiles, PT = P * T, err;
+    size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
+    if ((err = sc_vector_new(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->hv, (void **)&d->own_v, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
+        return err;
+    d->v = d->own_v;
+    l->ops->init(l, d->w, seed);
+    ALLOC_ARRAY(d->xr, PT);
+    ALLOC_ARRAY(d->dyr, PT);
+    ALLOC_ARRAY(d->pg, PT);
+    ALLOC_ARRAY(d->hxr, PT);
+    ALLOC_ARRAY(d->hdyr, PT);
+    ALLOC_ARRAY(d->hpg, PT);
+    for (int i = 0; i < PT; i++) {
+        if (i / T != D->rt->rank && ((err = sc_vector_new(&d->hxr[i], (void **)&d->xr[i], in, sizeof(float))) ||
+                                     (err = sc_vector_new(&d->hdyr[i], (void **)&d->dyr[i], out, sizeof(float)))))
+            return err;
+        if (i > 0 && (err = sc_vector_new(&d->hpg[i], (void **)&d->pg[i], l->nparams, sizeof(float))))
+            return err;
+    }
+    d->hpg[0] = d->hg;
+    d->tag_x = sc_tags_reserve((int64_t)P * T);
+    d->tag_dy = sc_tags_reserve((int64_t)P * T);
+    snprintf(d->gather_x, sizeof(d->gather_x), "%s.act_allgather", l->name);
+    snprintf(d->gather_dy, sizeof(d->gather_dy), "%s.err_allgather", l->name);
+    snprintf(d->sgd_name, sizeof(d->sgd_name), "%s.sgd", l->name);
+    snprintf(d->acc_name, sizeof(d->acc_name), "%s.grad_sum", l->name);
+    return 0;
+}
+
+/* Which layers share a collective: walk the layers with parameters (and no
+ * replication) in backward order and cut buckets by the policy. */
+static int plan_buckets(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    const struct sc_comm_opts *c = &D->comm;
+    int order[net->nlayers], n = 0;
+    for (int l = net->nlayers - 1; l >= 0; l--)
+        if (net->layers[l].nparams && !D->ld[l].replicated)
+            order[n++] = l;
+    ALLOC_ARRAY(D->buckets, n);
+    size_t cap = (size_t)(c->bucket_mb * (1 << 20));
+    for (int i = 0; i < n; i++) {
+        struct bucket *b = D->nbuckets ? &D->buckets[D->nbuckets - 1] : NULL;
+        int fresh = !b;
+        if (b)
+            switch (c->grad_comm) {
+            case SC_GRAD_LAYER:
+                fresh = 1;
+                break;
+            case SC_GRAD_END:
+                fresh = 0;
+                break;
+            case SC_GRAD_CHUNKS:
+                fresh = i == c->chunk_layers;
+                break;
+            case SC_GRAD_BUCKET:
+                fresh = b->n * sizeof(float) >= cap;
+                break;
+            }
+        if (fresh) {
+            b = &D->buckets[D->nbuckets++];
+            ALLOC_ARRAY(b->layer, n);
+        }
+        struct layer_data *d = &D->ld[order[i]];
+        d->bucket = (int)(b - D->buckets);
+        d->offset = b->n;
+        b->layer[b->nlayers++] = order[i];
+        b->n += net->layers[order[i]].nparams;
+    }
+    return 0;
+}
+
+static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int err;
+    const struct sc_layer *lo = &net->layers[b->layer[b->nlayers - 1]], *hi = &net->layers[b->layer[0]];
+    if (b->nlayers == 1)
+        snprintf(b->name, sizeof(b->name), "%s", lo->name);
+    else
+        snprintf(b->name, sizeof(b->name), "%s-%s", lo->name, hi->name);
+    size_t sizes[b->nlayers];
+    for (int i = 0; i < b->nlayers; i++)
+        sizes[i] = net->layers[b->layer[i]].nparams;
+    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, b->name)))
+        return err;
+    for (int i = 0; i < b->nlayers; i++) {
+        struct sc_layer *l = &net->layers[b->layer[i]];
+        struct layer_data *d = &D->ld[b->layer[i]];
+        d->w = sc_bucket_weights(b->vectors) + d->offset;
+        d->v = sc_bucket_momentum(b->vectors) + d->offset;
+        d->g = sc_bucket_grads(b->vectors) + d->offset;
+        d->hw = sc_bucket_weight_slice(b->vectors, i);
+        d->hg = sc_bucket_grad_slice(b->vectors, i);
+        l->ops->init(l, d->w, seed);
+    }
+    return 0;
+}
+
+/* Priorities from the critical path.  Forward and backward-data tasks form
+ * the chain every later task waits for: highest.  Then, as the next
+ * iteration's forward needs them (from the input), each layer's parameter
+ * gradient and its collective: the gradient above its collective, since
+ * it feeds it, and a layer above the ones after it. */
+/* Level k of [0, levels] as a priority in the scheduler's range [lo, hi]:
+ * k itself from 0 up when the range has room, else scaled into it. */
+static int priority_level(int k, int levels, int lo, int hi)
+{
+    long long width = (long long)hi - lo;
+    if (width >= levels)
+        return (int)(lo > 0 ? lo + k : hi - levels < 0 ? hi - levels + k : k);
+    return (int)(lo + ((long long)k * width + levels / 2) / (levels ? levels : 1));
+}
+
+static void plan_priorities(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int nparam = 0, j = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        nparam += net->layers[l].nparams > 0;
+    int lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority(), levels = 2 * nparam + 1;
+#define LEVEL(k) priority_level(k, levels, lo, hi)
+    D->critical = (struct sc_task_opts){D->comm.priorities ? LEVEL(levels) : 0, SC_WHERE_ANY};
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        if (!net->layers[l].nparams)
+            continue;
+        int grad = D->comm.priorities ? LEVEL(levels - 1 - 2 * j) : 0;
+        int comm = D->comm.priorities ? LEVEL(levels - 2 - 2 * j) : 0;
+        d->grad_task = (struct sc_task_opts){grad, SC_WHERE_ANY};
+        d->comm_task = (struct sc_task_opts){comm, SC_WHERE_ANY};
+        d->replica_task = (struct sc_task_opts){comm, D->replicated_where};
+        j++;
+    }
+#undef LEVEL
+    if (D->rt->rank == 0)
+        SC_LOG(2, "task priorities: scheduler range [%d, %d], %d levels used%s", lo, hi, levels + 1,
+               D->comm.priorities ? "" : " (off)");
+    for (int i = 0; i < D->nbuckets; i++) {
+        struct bucket *b = &D->buckets[i];
+        b->task = D->ld[b->layer[b->nlayers - 1]].comm_task;
+    }
+}
+
+static void summarize(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    const struct sc_comm_opts *c = &D->comm;
+    char policy[32];
+    switch (c->grad_comm) {
+    case SC_GRAD_LAYER:
+        snprintf(policy, sizeof(policy), "layer");
+        break;
+    case SC_GRAD_END:
+        snprintf(policy, sizeof(policy), "end");
+        break;
+    case SC_GRAD_CHUNKS:
+        snprintf(policy, sizeof(policy), "chunks:%d", c->chunk_layers);
+        break;
+    case SC_GRAD_BUCKET:
+        snprintf(policy, sizeof(policy), "bucket:%g", c->bucket_mb);
+        break;
+    }
+    int nrep = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        nrep += D->ld[l].replicated;
+    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration)%s", policy, D->nbuckets,
+             D->nbuckets == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
+    for (int l = 0; l < net->nlayers; l++)
+        if (D->ld[l].replicated) {
+            size_t len = strlen(D->summary);
+            snprintf(D->summary + len, sizeof(D->summary) - len, " %s", net->layers[l].name);
+        }
+}
+
+void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
+{
+    const struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, P = D->rt->size;
+    const struct layer_data *first = &D->ld[0];
+    size_t F = sizeof(float), window = 0;
+    *r = (struct sc_mem_report){0, 0, 0};
+    r->activations = (size_t)T * first->tile_max * net->input.c * sc_box_area(first->in_box) * F;
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_layer *L = &net->layers[l];
+        const struct layer_data *d = &D->ld[l];
+        if (L->alias)
+            continue;
+        size_t out = (size_t)d->tile_max * L->out.c * sc_box_area(d->out_box) * F;
+        size_t in = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box) * F;
+        if (!L->is_loss)
+            r->activations += 2 * T * out;
+        if (d->hdx_own) {
+            const struct layer_data *ds = &D->ld[L->src[0]];
+            r->activations += (size_t)T * ds->tile_max * L->in.c * sc_box_area(ds->out_box) * F;
+        }
+        if (d->hxin)
+            r->activations += 2 * T * in;
+        r->activations += sc_fetch_bytes(d->redist_fwd) + sc_fetch_bytes(d->redist_bwd) + sc_fetch_bytes(d->halo_x) +
+                          sc_fetch_bytes(d->halo_dy);
+        if (d->replicated)
+            r->activations += (size_t)(P - 1) * T * (in + out);
+        if (L->scratch_bytes > 1 && !L->is_loss)
+            r->workspaces += (size_t)T * L->scratch_bytes;
+        size_t halo_in = in;
+        if (d->halo_x) { /* the window with its halo */
+            struct need_ctx c = {(struct sc_net *)net, l};
+            halo_in = (size_t)d->tile_max * L->in.c * sc_box_area(need_x(&c, D->rt->rank, 0)) * F;
+        }
+        if (halo_in + out > window)
+            window = halo_in + out;
+        if (!L->nparams)
+            continue;
+        size_t p = L->nparams * F;
+        r->parameters += 3 * p; /* weights, momentum, reduced gradient */
+        if (d->htile_g)
+            r->parameters += (size_t)(T - 1) * p;
+        if (d->replicated)
+            r->parameters += (size_t)(P * T - 1) * p;
+    }
+    r->workspaces += (size_t)D->rt->ncpu * window;
+}
+
+const char *sc_net_comm_summary(const struct sc_net *net)
+{
+    return net->dist ? net->dist->summary : "";
+}
+
+int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
+                 const struct sc_comm_opts *comm)
+{
+    if (global_batch < 1)
+        return sc_error(SC_ERR_ARG, "global batch %d: must be at least 1", global_batch);
+    struct sc_net_dist *D = calloc(1, sizeof(*D));
+    if (!D)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    net->dist = D;
+    D->rt = rt;
+    if (comm)
+        D->comm = *comm;
+    else
+        sc_comm_opts_default(&D->comm);
+    D->global_batch = global_batch;
+    int err;
+    ALLOC_ARRAY(D->ld, net->nlayers);
+    if ((err = plan_layouts(net)))
+        return err;
+    int replicate = rt->size > 1 ? D->comm.fc_replicate : 0;
+    if (replicate && D->spatial)
+        return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (not with --parallel or "
+                                    "parallel=)");
+    int T = D->ntiles;
+    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    /* the sample layout's tiles, which replicated layers exchange */
+    D->local_batch = global_batch / rt->size;
+    D->tile_n = last->tile_n;
+    D->tile_max = last->tile_max;
+    ALLOC_ARRAY(D->x0, T);
+    ALLOC_ARRAY(D->labels, T);
+    ALLOC_ARRAY(D->stats, T);
+    ALLOC_ARRAY(D->eval_acc, T);
+    ALLOC_ARRAY(D->hx0, T);
+    ALLOC_ARRAY(D->hlabels, T);
+    ALLOC_ARRAY(D->hstats, T);
+    ALLOC_ARRAY(D->heval_acc, T);
+    size_t pixels = (size_t)net->input.c * sc_box_area(first->in_box);
+    struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    size_t labels = (size_t)last->tile_max * (loss->whole_sample ? 1 : sc_box_area(last->in_box));
+    D->loss_pixels = loss->whole_sample ? 1 : loss->in.h * loss->in.w;
+    for (int t = 0; t < T; t++)
+        if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tile_max * pixels, sizeof(float))) ||
+            (err = sc_vector_new(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
+            (err = sc_vector_new(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
+            (err = sc_vector_new(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
+            return err;
+    for (int l = 0; l < net->nlayers && replicate; l++)
+        if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
+            D->ld[l].replicated = 1;
+            replicate--;
+        }
+    /* Every rank computes a replicated layer's gradient for itself and must
+     * get the same bits: on CUDA workers where every rank has one, else on
+     * CPU workers, never some pieces on either. */
+    if (rt->size > 1 && D->comm.fc_replicate) {
+        int all_cuda = rt->ncuda > 0;
+        MPI_Allreduce(MPI_IN_PLACE, &all_cuda, 1, MPI_INT, MPI_MIN, rt->ctl);
+        D->replicated_where = all_cuda ? SC_WHERE_CUDA : SC_WHERE_CPU;
+    }
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        struct sc_layer *L = &net->layers[l];
+        if ((err = setup_tiles(net, L, d)) || (d->replicated && (err = setup_replicated(net, L, d, seed))) ||
+            (L->ops->setup && (err = L->ops->setup(L, T))))
+            return err;
+    }
+    if ((err = plan_gradient_sums(net)))
+        return err;
+    for (int l = 0; l < net->nlayers; l++)
+        if ((err = plan_exchanges(net, l)))
+            return err;
+    if ((err = plan_buckets(net)))
+        return err;
+    if (D->comm.nccl && rt->size > 1 && ((err = check_nccl_grids(net)) || (err = sc_nccl_create(&D->nccl, rt->comm))))
+        return err;
+    for (int i = 0; i < D->nbuckets; i++)
+        if ((err = setup_bucket(net, &D->buckets[i], seed)))
+            return err;
+    if (D->comm.gate_updates && (err = sc_gate_create(&D->gate, rt->comm, "nonfinite")))
+        return err;
+    if (D->gate && D->nccl) /* D->nccl is made above */
+        sc_gate_use_nccl(D->gate, D->nccl);
+    plan_priorities(net);
+    summarize(net);
+    snprintf(D->load_name, sizeof(D->load_name), "input.load");
+    snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");
+    return 0;
+}
+
+static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
+{
+    int T = D->ntiles, PT = D->rt->size * T;
+    for (int t = 0; t < T; t++) {
+        if (d->hy)
+            sc_vector_free(d->hy[t], d->y[t]);
+        if (d->hdy)
+            sc_vector_free(d->hdy[t], d->dy[t]);
+        if (d->hscratch)
+            sc_vector_free(d->hscratch[t], d->scratch[t]);
+        if (d->htile_g && t > 0)
+            sc_vector_free(d->htile_g[t], d->tile_g[t]);
+    }
+    for (int i = 0; i < PT; i++) {
+        if (d->hxr)
+            sc_vector_free(d->hxr[i], d->xr[i]);
+        if (d->hdyr)
+            sc_vector_free(d->hdyr[i], d->dyr[i]);
+        if (d->hpg && i > 0)
+            sc_vector_free(d->hpg[i], d->pg[i]);
+    }
+    if (d->replicated) {
+        sc_vector_free(d->hw, d->w);
+        sc_vector_free(d->hv, d->own_v);
+        sc_vector_free(d->hg, d->g);
+    }
+    for (int t = 0; d->hxin && t < T; t++) {
+        sc_vector_free(d->hxin[t], d->xin[t]);
+        sc_vector_free(d->hdxin[t], d->dxin[t]);
+    }
+    for (int t = 0; d->hdx_own && t < T; t++)
+        sc_vector_free(d->hdx_own[t], d->dx_own[t]);
+    free(d->contrib), free(d->dx_own), free(d->hdx_own);
+    sc_fetch_destroy(d->redist_fwd);
+    sc_fetch_destroy(d->redist_bwd);
+    sc_fetch_destroy(d->halo_x);
+    sc_fetch_destroy(d->halo_dy);
+    sc_group_sum_destroy(d->gsum[0]);
+    sc_group_sum_destroy(d->gsum[1]);
+    free(d->xin), free(d->dxin), free(d->hxin), free(d->hdxin), free(d->split);
+    free(d->tile_s0), free(d->tile_n);
+    free(d->y), free(d->dy), free(d->scratch), free(d->hy), free(d->hdy), free(d->hscratch);
+    free(d->tile_g), free(d->htile_g);
+    free(d->xr), free(d->dyr), free(d->pg), free(d->hxr), free(d->hdyr), free(d->hpg);
+}
+
+static void destroy_bucket(struct bucket *b)
+{
+    sc_bucket_destroy(b->vectors);
+    free(b->layer);
+}
+
+void sc_net_destroy(struct sc_net *net)
+{
+    if (!net)
+        return;
+    struct sc_net_dist *D = net->dist;
+    if (D) {
+        sc_tasks_wait_all(D->rt->comm);
+        for (int i = 0; D->ld && i < net->nlayers; i++) {
+            if (net->layers[i].ops->teardown)
+                net->layers[i].ops->teardown(&net->layers[i]);
+            destroy_layer(D, &D->ld[i]);
+        }
+        for (int i = 0; D->buckets && i < D->nbuckets; i++)
+            destroy_bucket(&D->buckets[i]);
+        sc_gate_destroy(D->gate);
+        sc_nccl_destroy(D->nccl);
+        for (int t = 0; t < D->ntiles; t++) {
+            if (D->hx0)
+                sc_vector_free(D->hx0[t], D->x0[t]);
+            if (D->hlabels)
+                sc_vector_free(D->hlabels[t], D->labels[t]);
+            if (D->hstats)
+                sc_vector_free(D->hstats[t], D->stats[t]);
+            if (D->heval_acc)
+                sc_vector_free(D->heval_acc[t], D->eval_acc[t]);
+        }
+        free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
+        free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld), free(D->buckets);
+        free(D);
+    }
+    for (int i = 0; net->layers && i < net->nlayers; i++)
+        free(net->layers[i].priv);
+    free(net->layers);
+    free(net);
+}

@@ -1,0 +1,114 @@
+/* What the network files share (net_parse.c, net_plan.c, net_step.c,
+ * net_state.c): this rank's share of a network, the plan that
+ * sc_net_setup makes and the iterations use.  Not part of the API. */
+#ifndef SC_NET_PRIVATE_H
+#define SC_NET_PRIVATE_H
+
+#include "net.h"
+#include "tasks/tasks.h"
+
+/* The layers whose gradients are reduced together (tasks.h, sc_bucket,
+ * holds their vectors and collectives). */
+struct bucket {
+    int nlayers, *layer; /* in backward order */
+    size_t n;
+    struct sc_bucket *vectors;
+    struct sc_task_opts task; /* its collective's */
+    char name[64];
+};
+
+struct layer_data {
+    float *w, *v, *g;            /* parameters, momentum, reduced gradient (in a bucket, or own) */
+    starpu_data_handle_t hw, hg; /* the layer's slice of the bucket's, or its own */
+    int bucket;                  /* -1: replicated or no parameters */
+    size_t offset;               /* in the bucket */
+    float **tile_g;              /* partial gradients of tiles 1.. */
+    starpu_data_handle_t *htile_g;
+    float **y, **dy; /* per tile: output and its gradient */
+    void **scratch;
+    starpu_data_handle_t *hy, *hdy, *hscratch;
+    /* How its tasks are submitted beside the critical path (plan_priorities):
+     * the parameter gradient, its collective, and (replicated) the gradient
+     * every rank computes alike */
+    struct sc_task_opts grad_task, comm_task, replica_task;
+    /* --fc-replicate: every rank's inputs and errors, the partial gradient
+     * of each (rank, tile), the momentum (whole on every rank) */
+    int replicated;
+    float **xr, **dyr, **pg, *own_v;
+    starpu_data_handle_t *hxr, *hdyr, *hpg, hv;
+    int64_t tag_x, tag_dy;
+    char gather_x[48], gather_dy[48], sgd_name[48], acc_name[48];
+    /* How its input and output are split (see layout.h): this rank's
+     * blocks, and the samples of each tile */
+    struct sc_layout lin, lout;
+    struct sc_box in_box, out_box;
+    int *tile_s0, *tile_n, tile_max;
+    struct sc_tile_split *split; /* per tile; NULL: whole samples */
+    /* input in another layout than the previous layer's output: its copy
+     * in this layer's layout, the gradient too, and the two fetches */
+    float **xin, **dxin;
+    starpu_data_handle_t *hxin, *hdxin;
+    struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
+    struct sc_group_sum *gsum[2]; /* sums over the ranks of the same samples */
+    /* Layers whose output feeds several: dy is the sum of the readers'
+     * gradients.  One reader writes dy itself (dy_direct); the others'
+     * parts (contrib: per-tile handles, in the output's layout) are added
+     * before the layer's backward.  A reader that does not write dy itself
+     * writes dx_own (in its source's output layout). */
+    int dy_direct, ncontrib;
+    starpu_data_handle_t **contrib;
+    float **dx_own;
+    starpu_data_handle_t *hdx_own;
+    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48], dy_sum_name[48];
+};
+
+struct sc_net_dist {
+    struct sc_runtime *rt;
+    struct sc_comm_opts comm;
+    int spatial;     /* some layer is not split like the batch over all ranks */
+    int loss_pixels; /* per-pixel loss: pixels per sample; else 1 */
+    int global_batch, local_batch, ntiles, tile_max;
+    int *tile_n; /* samples per tile for a full batch */
+    float **x0;  /* per tile: input */
+    int32_t **labels;
+    float **stats, **eval_acc; /* 2 floats each */
+    starpu_data_handle_t *hx0, *hlabels, *hstats, *heval_acc;
+    struct layer_data *ld;
+    struct bucket *buckets;
+    int nbuckets;
+    struct sc_gate *gate;           /* comm.gate_updates: the batch's verdict */
+    struct sc_nccl *nccl;           /* comm.nccl on more than one rank */
+    enum sc_where replicated_where; /* the workers of replicated layers' gradients */
+    struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
+    char load_name[16], acc_name[24], summary[96];
+};
+
+#define ALLOC_ARRAY(p, n)                                                                                              \
+    do {                                                                                                               \
+        if (!((p) = calloc((n) ? (n) : 1, sizeof(*(p)))))                                                              \
+            return sc_error(SC_ERR_NOMEM, "out of memory");                                                            \
+    } while (0)
+
+/* The tiles layer l reads as x and writes as dx. */
+static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    int s = net->layers[l].src[0];
+    return D->ld[l].hxin ? D->ld[l].hxin : s >= 0 ? D->ld[s].hy : D->hx0;
+}
+
+/* Where the gradient of layer l's input goes, in its source's layout. */
+static inline starpu_data_handle_t *input_grad_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    int s = net->layers[l].src[0];
+    return s < 0 ? NULL : D->ld[l].hdx_own ? D->ld[l].hdx_own : D->ld[s].hdy;
+}
+
+static inline starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    return D->ld[l].hdxin ? D->ld[l].hdxin : input_grad_tiles(net, l);
+}
+
+#endif

@@ -1,0 +1,373 @@
+/* The submission of whole iterations: the layers' tasks, the exchanges
+ * between them, the sums of gradients, the buckets' collectives and the
+ * updates; evaluation and the sync points. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu.h>
+
+#include "net_private.h"
+
+/* dy of layer l = the sum of its readers' parts, in a fixed order. */
+static int submit_gradient_sum(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    const struct sc_layer *L = &net->layers[l];
+    int n = (int)((size_t)d->tile_max * L->out.c * sc_box_area(d->out_box)), err;
+    for (int i = 0; i < d->ncontrib; i++)
+        for (int t = 0; t < D->ntiles; t++) {
+            if (!d->tile_n[t])
+                continue;
+            if (i == 0 && !d->dy_direct)
+                err = sc_insert_copy(&D->critical, n, d->contrib[i][t], d->hdy[t], d->dy_sum_name);
+            else
+                err = sc_insert_accumulate(&D->critical, d->hdy[t], d->contrib[i][t], d->dy_sum_name);
+            if (err)
+                return err;
+        }
+    return 0;
+}
+
+/* Copy tiles: assemble each of this rank's tiles of dst (samples and
+ * block of its layout) from the fetch's sources. */
+static int submit_assemble(const struct sc_task_opts *opts, struct sc_fetch *f, starpu_data_handle_t *src_tiles,
+                           const struct layer_data *dst_d, int out_side, int channels, starpu_data_handle_t *dst_tiles,
+                           const char *name)
+{
+    int err;
+    if ((err = sc_fetch_submit(f, opts, src_tiles)))
+        return err;
+    for (int t = 0; t < dst_d->lin.ntiles; t++) {
+        struct sc_region_args a = {.op = SC_REGION_COPY, .c = channels};
+        a.s0 = a.dst_s0 = dst_d->tile_s0[t];
+        a.n = a.dst_n = dst_d->tile_n[t];
+        a.region = a.dst_box = out_side ? dst_d->out_box : dst_d->in_box;
+        starpu_data_handle_t h[SC_REGION_MAX_SRC];
+        int ns = sc_fetch_sources(f, src_tiles, t, NULL, a.src, h, SC_REGION_MAX_SRC);
+        if (ns < 0)
+            return ns;
+        a.na = ns;
+        if (a.n > 0 && (err = sc_insert_region(opts, &a, h, NULL, dst_tiles[t], name)))
+            return err;
+    }
+    return 0;
+}
+
+/* ---- iterations ---- */
+
+static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    struct sc_tile_io io = {
+        .n = d->tile_n[t],
+        .x = x_tiles(net, l)[t],
+        .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].hy[t] : NULL,
+        .y = d->hy[t],
+        .dx = dx_tiles(net, l) ? dx_tiles(net, l)[t] : NULL,
+        .dy = d->hdy[t],
+        .scratch = d->hscratch[t],
+        .params = d->hw,
+        .dparams = d->replicated ? NULL
+                   : t           ? (d->htile_g ? d->htile_g[t] : NULL)
+                                 : d->hg,
+        .labels = D->hlabels[t],
+        .stats = D->hstats[t],
+        .loss_scale = 1.0f / (float)D->global_batch,
+        .train = train,
+        .task = &D->critical,
+        .grad_task = &d->grad_task,
+        .split = d->split ? &d->split[t] : NULL,
+        .group_sum = d->gsum[0] ? d->gsum : NULL,
+        .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
+    };
+    return io;
+}
+
+/* Load the tiles' samples of global batch idx (B entries; -1: padding),
+ * then run the forward pass (and the loss) of every tile, with the
+ * redistributions and halo exchanges between layers. */
+static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int train)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    int err;
+    const struct sc_task_opts *crit = &D->critical;
+    struct sc_load_block blk = {ds->c,           ds->h, ds->w, first->in_box.r0, first->in_box.r1, first->in_box.c0,
+                                first->in_box.c1};
+    for (int t = 0; t < D->ntiles && ds->synthetic; t++) {
+        struct sc_layer *loss = &net->layers[net->nlayers - 1];
+        struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->in_box;
+        struct sc_synth_args a = {.seed = ds->seed,
+                                  .kind = ds->synthetic - 1,
+                                  .c = ds->c,
+                                  .h = ds->h,
+                                  .w = ds->w,
+                                  .classes = ds->classes,
+                                  .r0 = first->in_box.r0,
+                                  .r1 = first->in_box.r1,
+                                  .c0 = first->in_box.c0,
+                                  .c1 = first->in_box.c1,
+                                  .n = first->tile_n[t],
+                                  .nan_sample = ds->nan_sample};
+        if (a.n && (err = sc_insert_synth_load(crit, &a, idx + first->tile_s0[t], D->hx0[t], NULL, D->load_name)))
+            return err;
+        a.n = last->tile_n[t];
+        if (a.n && (err = sc_insert_synth_labels(crit, &a, loss->whole_sample ? 1 : loss->in.h,
+                                                 loss->whole_sample ? 1 : loss->in.w, lb, idx + last->tile_s0[t],
+                                                 D->hlabels[t], D->load_name)))
+            return err;
+    }
+    for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
+        if (!D->spatial) { /* one task for both when the tiles are alike */
+            if ((err = sc_insert_load_batch(crit, ds->images, ds->labels, (int)sc_shape_size(&net->input),
+                                            first->tile_n[t], idx + first->tile_s0[t], D->hx0[t], D->hlabels[t],
+                                            D->load_name)))
+                return err;
+            continue;
+        }
+        if ((err = sc_insert_load_images(crit, ds->images, &blk, first->tile_n[t], idx + first->tile_s0[t], D->hx0[t],
+                                         D->load_name)) ||
+            (err = sc_insert_load_labels(crit, ds->labels, last->tile_n[t], idx + last->tile_s0[t], D->hlabels[t],
+                                         D->load_name)))
+            return err;
+    }
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        struct sc_layer *L = &net->layers[l];
+        if (L->alias)
+            continue;
+        if (d->redist_fwd && (err = submit_assemble(&D->critical, d->redist_fwd, D->ld[L->src[0]].hy, d, 0, L->in.c,
+                                                    d->hxin, d->assemble_name)))
+            return err;
+        if (d->halo_x && (err = sc_fetch_submit(d->halo_x, crit, x_tiles(net, l))))
+            return err;
+        if (L->ops->forward_tiles) {
+            struct sc_tile_io io[D->ntiles];
+            for (int t = 0; t < D->ntiles; t++)
+                io[t] = tile_io(net, l, t, train);
+            if ((err = L->ops->forward_tiles(L, io, D->ntiles)))
+                return err;
+        }
+        for (int t = 0; t < D->ntiles && !L->ops->forward_tiles; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, train);
+            if (io.n && (err = L->ops->forward(L, &io)))
+                return err;
+        }
+        if (train && d->replicated) {
+            err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->comm_task, D->ntiles, x_tiles(net, l), d->hxr,
+                                                           d->gather_x)
+                          : sc_tiles_allgather_submit(&d->comm_task, D->rt->comm, D->ntiles, d->tag_x, x_tiles(net, l),
+                                                      d->hxr, d->gather_x);
+            if (err)
+                return err;
+        }
+    }
+    return 0;
+}
+
+/* The whole gradient of a replicated layer from every rank's inputs and
+ * errors, all local; then its update, unless a gate defers it. */
+static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *layer = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    int P = D->rt->size, T = D->ntiles, me = D->rt->rank, err;
+    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->comm_task, T, d->hdy, d->hdyr, d->gather_dy)
+                  : sc_tiles_allgather_submit(&d->comm_task, D->rt->comm, T, d->tag_dy, d->hdy, d->hdyr, d->gather_dy);
+    if (err)
+        return err;
+    for (int q = 0; q < P && !err; q++)
+        for (int t = 0; t < T && !err; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (q != me) {
+                io.x = d->hxr[q * T + t];
+                io.dy = d->hdyr[q * T + t];
+            }
+            io.dparams = d->hpg[q * T + t];
+            /* on the workers that give every rank the same bits */
+            io.task = io.grad_task = &d->replica_task;
+            err = layer->ops->param_grad(layer, &io);
+        }
+    if (err)
+        return err;
+    for (int i = 1; i < P * T; i++)
+        if ((err = sc_insert_accumulate(&d->grad_task, d->hg, d->hpg[i], d->acc_name)))
+            return err;
+    if (D->gate)
+        return sc_gate_check_submit(D->gate, &d->grad_task, d->hg);
+    return sc_insert_sgd(&d->grad_task, sgd, d->hw, d->hv, d->hg, d->sgd_name);
+}
+
+/* The collective of a bucket, once the gradients of all its layers are
+ * submitted; a gate puts its verdict between the two halves. */
+static int submit_bucket_reduce(struct bucket *b, struct sc_gate *gate)
+{
+    return sc_bucket_reduce_submit(b->vectors, &b->task, gate);
+}
+
+static int submit_bucket_update(struct bucket *b, const struct sc_sgd_args *sgd)
+{
+    return sc_bucket_update_submit(b->vectors, &b->task, sgd);
+}
+
+/* With a gate: the verdict over the whole batch, then every update, in
+ * the order the gradients came (backward). */
+static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_sgd_args gated = *sgd;
+    gated.gate = sc_gate_handle(D->gate);
+    int err = sc_gate_close_submit(D->gate, &D->critical);
+    for (int l = 0; l < net->nlayers && !err; l++) {
+        struct sc_layer *layer = &net->layers[l];
+        if (layer->alias || !layer->ops->update_buffers)
+            continue;
+        struct sc_tile_io io[D->ntiles];
+        for (int t = 0; t < D->ntiles; t++)
+            io[t] = tile_io(net, l, t, 1);
+        err = layer->ops->update_buffers(layer, io, D->ntiles);
+    }
+    for (int l = net->nlayers - 1; l >= 0 && !err; l--) {
+        struct layer_data *d = &D->ld[l];
+        if (net->layers[l].alias || !net->layers[l].nparams)
+            continue;
+        if (d->replicated) {
+            err = sc_insert_sgd(&d->grad_task, &gated, d->hw, d->hv, d->hg, d->sgd_name);
+        } else {
+            struct bucket *b = &D->buckets[d->bucket];
+            if (b->layer[b->nlayers - 1] == l)
+                err = submit_bucket_update(b, &gated);
+        }
+    }
+    return err;
+}
+
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+                       const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    int err;
+    if ((D->gate && (err = sc_gate_open_submit(D->gate, &D->critical))) || (err = submit_forward(net, ds, idx, 1)))
+        return err;
+    for (int l = net->nlayers - 1; l >= 0; l--) {
+        struct sc_layer *layer = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        if (layer->alias)
+            continue;
+        if ((err = submit_gradient_sum(net, l)))
+            return err;
+        for (int t = 0; t < D->ntiles && layer->ops->act_backward; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (io.n && (err = layer->ops->act_backward(layer, &io)))
+                return err;
+        }
+        if (d->halo_dy && (err = sc_fetch_submit(d->halo_dy, &D->critical, d->hdy)))
+            return err;
+        if (layer->ops->backward_tiles) {
+            struct sc_tile_io io[D->ntiles];
+            for (int t = 0; t < D->ntiles; t++)
+                io[t] = tile_io(net, l, t, 1);
+            if ((err = layer->ops->backward_tiles(layer, io, D->ntiles)))
+                return err;
+        }
+        for (int t = 0; t < D->ntiles && layer->ops->backward; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (io.n && (err = layer->ops->backward(layer, &io)))
+                return err;
+        }
+        if (d->redist_bwd && (err = submit_assemble(&D->critical, d->redist_bwd, d->hdxin, &D->ld[layer->src[0]], 1,
+                                                    layer->in.c, input_grad_tiles(net, l), d->assemble_name)))
+            return err;
+        if (!layer->nparams)
+            continue;
+        if (d->replicated) {
+            if ((err = submit_replicated_grad(net, l, sgd)))
+                return err;
+            continue;
+        }
+        for (int t = 1; t < D->ntiles; t++)
+            if ((err = sc_insert_accumulate(&d->grad_task, d->hg, d->htile_g[t], layer->name)))
+                return err;
+        /* A bucket's collective right after the gradient of its last layer,
+         * so that it overlaps the backward pass of the layers below. */
+        struct bucket *b = &D->buckets[d->bucket];
+        if (b->layer[b->nlayers - 1] != l)
+            continue;
+        if ((err = submit_bucket_reduce(b, D->gate)) || (!D->gate && (err = submit_bucket_update(b, sgd))))
+            return err;
+    }
+    if (D->gate && (err = submit_gated_updates(net, sgd)))
+        return err;
+    net->iteration++;
+    /* Bounded lookahead: tasks are small, but an epoch of them is not. */
+    sc_tasks_throttle(4096);
+    return 0;
+}
+
+static void sum_stats(struct sc_net *net, starpu_data_handle_t *h, float **mem, double out[2])
+{
+    struct sc_net_dist *D = net->dist;
+    double local[2] = {0, 0};
+    for (int t = 0; t < D->ntiles; t++) {
+        starpu_data_acquire(h[t], STARPU_R);
+        local[0] += mem[t][0];
+        local[1] += mem[t][1];
+        starpu_data_release(h[t]);
+    }
+    MPI_Allreduce(local, out, 2, MPI_DOUBLE, MPI_SUM, D->rt->ctl);
+}
+
+double sc_net_last_loss(struct sc_net *net)
+{
+    double s[2];
+    sum_stats(net, net->dist->hstats, net->dist->stats, s);
+    return s[0] / net->dist->global_batch / net->dist->loss_pixels;
+}
+
+int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss)
+{
+    struct sc_net_dist *D = net->dist;
+    int B = D->global_batch, err;
+    for (int t = 0; t < D->ntiles; t++) {
+        starpu_data_acquire(D->heval_acc[t], STARPU_W);
+        D->eval_acc[t][0] = D->eval_acc[t][1] = 0;
+        starpu_data_release(D->heval_acc[t]);
+    }
+    /* Whole batches only, so that every tile and exchange keeps its shape:
+     * the last one is padded with samples the loss ignores. */
+    int32_t *idx = malloc((size_t)B * sizeof(*idx));
+    if (!idx)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    struct layer_data *last = &D->ld[net->nlayers - 1];
+    for (int start = 0; start < ds->n; start += B) {
+        for (int i = 0; i < B; i++)
+            idx[i] = start + i < ds->n ? start + i : -1;
+        if ((err = submit_forward(net, ds, idx, 0))) {
+            free(idx);
+            return err;
+        }
+        for (int t = 0; t < D->ntiles; t++)
+            if (last->tile_n[t] &&
+                (err = sc_insert_accumulate(&D->critical, D->heval_acc[t], D->hstats[t], D->acc_name))) {
+                free(idx);
+                return err;
+            }
+        sc_tasks_throttle(4096);
+    }
+    free(idx);
+    double s[2];
+    sum_stats(net, D->heval_acc, D->eval_acc, s);
+    *loss = s[0] / ds->n / D->loss_pixels;
+    *accuracy = s[1] / ds->n / D->loss_pixels;
+    return 0;
+}
+
+void sc_net_wait(struct sc_net *net)
+{
+    sc_tasks_wait_all(net->dist->rt->comm);
+}
