@@ -87,20 +87,10 @@ static void cl_bn_stats_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_stats_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_stats", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_stats_model, "sc_bn_stats", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_stats = {
-    .cpu_funcs = {cl_bn_stats_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_stats_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 2,
-    .modes = {STARPU_R, STARPU_W},
-    .model = &bn_stats_model,
-    .name = "bn_stats",
-};
+SC_CODELET(cl_bn_stats, "bn_stats", &bn_stats_model, cl_bn_stats_cpu_func, cl_bn_stats_cuda_func, 2, STARPU_R,
+           STARPU_W);
 
 int sc_insert_bn_stats(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t stats, const char *name)
@@ -113,58 +103,6 @@ int sc_insert_bn_stats(const struct sc_task_opts *opts, const struct sc_bn_args 
     return sc_insert_result(starpu_task_insert(&cl_bn_stats, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_W, stats,
                                                SC_TASK_ATTRS(opts, name), 0),
                             op);
-}
-
-/* ---- dst += src over double vectors ---- */
-
-static void cl_accumulate_f64_cpu_func(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    double *restrict d = (double *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const double *restrict s = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    for (size_t i = 0; i < n; i++)
-        d[i] += s[i];
-}
-
-#ifdef SC_USE_CUDA
-static void cl_accumulate_f64_cuda_func(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    sc_cuda_check(sc_cuda_accumulate_f64((double *)STARPU_VECTOR_GET_PTR(buffers[0]), (const double *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                                         STARPU_VECTOR_GET_NX(buffers[0]), starpu_cuda_get_local_stream()),
-                  "accumulate_f64");
-}
-#endif
-
-static struct starpu_perfmodel accumulate_f64_model = {.type = STARPU_HISTORY_BASED,
-                                                       .symbol = "sc_accumulate_f64"};
-
-static struct starpu_codelet cl_accumulate_f64 = {
-    .cpu_funcs = {cl_accumulate_f64_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_accumulate_f64_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 2,
-    .modes = {STARPU_RW, STARPU_R},
-    .model = &accumulate_f64_model,
-    .name = "accumulate_f64",
-};
-
-int sc_insert_accumulate_f64(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,
-                             const char *name)
-{
-    const char *op = "accumulate_f64";
-    int ret;
-    if ((ret = sc_check_vec(dst, 0, sizeof(double), op, "dst")) ||
-        (ret = sc_check_vec(src, 0, sizeof(double), op, "src")))
-        return ret;
-    if (starpu_vector_get_nx(dst) != starpu_vector_get_nx(src))
-        return sc_error(SC_ERR_SHAPE, "%s: dst has %zu elements, src %zu", op,
-                        (size_t)starpu_vector_get_nx(dst), (size_t)starpu_vector_get_nx(src));
-    return sc_insert_result(
-        starpu_task_insert(&cl_accumulate_f64, STARPU_RW, dst, STARPU_R, src, SC_TASK_ATTRS(opts, name), 0), op);
 }
 
 /* ---- y = scale*x + shift per channel, then ReLU ---- */
@@ -223,20 +161,10 @@ static void cl_bn_fwd_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_fwd_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_fwd", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_fwd_model, "sc_bn_fwd", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_fwd = {
-    .cpu_funcs = {cl_bn_fwd_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_fwd_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 5,
-    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W, STARPU_W},
-    .model = &bn_fwd_model,
-    .name = "bn_fwd",
-};
+SC_CODELET(cl_bn_fwd, "bn_fwd", &bn_fwd_model, cl_bn_fwd_cpu_func, cl_bn_fwd_cuda_func, 5, STARPU_R, STARPU_R, STARPU_R,
+           STARPU_W, STARPU_W);
 
 int sc_insert_bn_fwd(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count, starpu_data_handle_t x,
                      starpu_data_handle_t stats, starpu_data_handle_t params, starpu_data_handle_t y,
@@ -288,20 +216,10 @@ static void cl_bn_fwd_eval_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_fwd_eval_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_fwd_eval", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_fwd_eval_model, "sc_bn_fwd_eval", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_fwd_eval = {
-    .cpu_funcs = {cl_bn_fwd_eval_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_fwd_eval_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 4,
-    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
-    .model = &bn_fwd_eval_model,
-    .name = "bn_fwd_eval",
-};
+SC_CODELET(cl_bn_fwd_eval, "bn_fwd_eval", &bn_fwd_eval_model, cl_bn_fwd_eval_cpu_func, cl_bn_fwd_eval_cuda_func, 4,
+           STARPU_R, STARPU_R, STARPU_R, STARPU_W);
 
 int sc_insert_bn_fwd_eval(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
                           starpu_data_handle_t running, starpu_data_handle_t params, starpu_data_handle_t y,
@@ -368,32 +286,13 @@ static void cl_bn_running_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_running_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_running_update", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_running_model, "sc_bn_running_update", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_running = {
-    .cpu_funcs = {cl_bn_running_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_running_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 2,
-    .modes = {STARPU_R, STARPU_RW},
-    .model = &bn_running_model,
-    .name = "bn_running_update",
-};
+SC_CODELET(cl_bn_running, "bn_running_update", &bn_running_model, cl_bn_running_cpu_func, cl_bn_running_cuda_func, 2,
+           STARPU_R, STARPU_RW);
 
-static struct starpu_codelet cl_bn_running_gated = {
-    .cpu_funcs = {cl_bn_running_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_running_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_RW, STARPU_R},
-    .model = &bn_running_model,
-    .name = "bn_running_update",
-};
+SC_CODELET(cl_bn_running_gated, "bn_running_update", &bn_running_model, cl_bn_running_cpu_func, cl_bn_running_cuda_func,
+           3, STARPU_R, STARPU_RW, STARPU_R);
 
 int sc_insert_bn_running_update(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
                                 starpu_data_handle_t stats, starpu_data_handle_t running, starpu_data_handle_t gate,
@@ -470,20 +369,10 @@ static void cl_bn_bwd_stats_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_bwd_stats_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_bwd_stats", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_bwd_stats_model, "sc_bn_bwd_stats", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_bwd_stats = {
-    .cpu_funcs = {cl_bn_bwd_stats_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_bwd_stats_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 4,
-    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_W},
-    .model = &bn_bwd_stats_model,
-    .name = "bn_bwd_stats",
-};
+SC_CODELET(cl_bn_bwd_stats, "bn_bwd_stats", &bn_bwd_stats_model, cl_bn_bwd_stats_cpu_func, cl_bn_bwd_stats_cuda_func, 4,
+           STARPU_R, STARPU_R, STARPU_R, STARPU_W);
 
 int sc_insert_bn_bwd_stats(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
                            starpu_data_handle_t dy, starpu_data_handle_t saved, starpu_data_handle_t dstats,
@@ -527,20 +416,10 @@ static void cl_bn_param_grad_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_param_grad_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_param_grad", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_param_grad_model, "sc_bn_param_grad", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_param_grad = {
-    .cpu_funcs = {cl_bn_param_grad_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_param_grad_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 2,
-    .modes = {STARPU_R, STARPU_W},
-    .model = &bn_param_grad_model,
-    .name = "bn_param_grad",
-};
+SC_CODELET(cl_bn_param_grad, "bn_param_grad", &bn_param_grad_model, cl_bn_param_grad_cpu_func,
+           cl_bn_param_grad_cuda_func, 2, STARPU_R, STARPU_W);
 
 int sc_insert_bn_param_grad(const struct sc_task_opts *opts, int c, starpu_data_handle_t dstats,
                             starpu_data_handle_t dparams, const char *name)
@@ -598,20 +477,10 @@ static void cl_bn_bwd_data_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel bn_bwd_data_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_bn_bwd_data", .footprint = sc_footprint_args};
+SC_PERFMODEL(bn_bwd_data_model, "sc_bn_bwd_data", sc_footprint_args);
 
-static struct starpu_codelet cl_bn_bwd_data = {
-    .cpu_funcs = {cl_bn_bwd_data_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_bn_bwd_data_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 6,
-    .modes = {STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W},
-    .model = &bn_bwd_data_model,
-    .name = "bn_bwd_data",
-};
+SC_CODELET(cl_bn_bwd_data, "bn_bwd_data", &bn_bwd_data_model, cl_bn_bwd_data_cpu_func, cl_bn_bwd_data_cuda_func, 6,
+           STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_R, STARPU_W);
 
 int sc_insert_bn_bwd_data(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
                           starpu_data_handle_t x, starpu_data_handle_t dy, starpu_data_handle_t params,

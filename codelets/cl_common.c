@@ -356,3 +356,26 @@ uint32_t sc_footprint_args(struct starpu_task *task)
 {
     return starpu_hash_crc32c_be_n(task->cl_arg, task->cl_arg_size, 0);
 }
+
+int sc_check_same_length(const char *op, starpu_data_handle_t h0, const char *n0, starpu_data_handle_t h1,
+                         const char *n1)
+{
+    int ret;
+    if ((ret = sc_check_vec(h0, 0, sizeof(float), op, n0)) || (ret = sc_check_vec(h1, 0, sizeof(float), op, n1)))
+        return ret;
+    if (starpu_vector_get_nx(h0) != starpu_vector_get_nx(h1))
+        return sc_error(SC_ERR_SHAPE, "%s: %s has %zu elements, %s %zu", op, n0, (size_t)starpu_vector_get_nx(h0), n1,
+                        (size_t)starpu_vector_get_nx(h1));
+    return 0;
+}
+
+int sc_all_finite(const float *g, size_t n)
+{
+    uint32_t bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        uint32_t u;
+        memcpy(&u, &g[i], sizeof u);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}

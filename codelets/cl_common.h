@@ -91,6 +91,30 @@ static inline int sc_pad_r(int i, int k, int s, int pl, int o)
  * least count elements of elemsize bytes. */
 int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op,
                  const char *what);
+/* A codelet's history-based performance model: StarPU keys its
+ * measurements by symbol and by footprint (NULL: the buffers' sizes). */
+#define SC_PERFMODEL(id, symbol_, footprint_)                                                                          \
+    static struct starpu_perfmodel id = {.type = STARPU_HISTORY_BASED, .symbol = (symbol_), .footprint = (footprint_)}
+
+/* The CUDA function of a codelet, asynchronous on the worker's stream
+ * (StarPU waits for the stream, not the function); nothing in a build
+ * without CUDA, where the function does not exist. */
+#ifdef SC_USE_CUDA
+#define SC_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#else
+#define SC_CUDA_FUNCS(f)
+#endif
+
+/* One codelet: id, its name in traces, its performance model (or NULL),
+ * its CPU function, its CUDA function (NULL: CPU only), the number of
+ * buffers (STARPU_VARIABLE_NBUFFERS: given per task) and their modes. */
+#define SC_CODELET(id, name_, model_, cpu, cuda, nbuffers_, ...)                                                       \
+    static struct starpu_codelet id = {.cpu_funcs = {cpu},                                                             \
+                                       SC_CUDA_FUNCS(cuda).nbuffers = (nbuffers_),                                     \
+                                       .modes = {__VA_ARGS__},                                                         \
+                                       .model = (model_),                                                              \
+                                       .name = (name_)}
+
 /* Closes the argument list of every wrapper's starpu_task_insert: the
  * task's name, priority, the workers it may run on and, while a trace is
  * recorded, its record. */
@@ -110,8 +134,15 @@ void sc_pool_compute(int bwd, const struct sc_pool_args *a, const float *in, flo
 
 /* Map starpu_task_insert's result to 0 / SC_ERR_RUNTIME. */
 int sc_insert_result(int ret, const char *op);
+/* 0 when h0 and h1 (op's buffers named n0 and n1) are vectors of floats of
+ * the same length, else SC_ERR_SHAPE naming them. */
+int sc_check_same_length(const char *op, starpu_data_handle_t h0, const char *n0, starpu_data_handle_t h1,
+                         const char *n1);
+/* 1 when every value of g is finite; integer tests of the exponent bits,
+ * so that the loop vectorizes and stays exact whatever the FP flags. */
+int sc_all_finite(const float *g, size_t n);
 /* An update refused for a non-finite gradient or a closed gate, in
- * iteration it: recorded in w atomically (cl_vector.c; the CUDA SGD calls
+ * iteration it: recorded in w atomically (cl_sgd.c; the CUDA SGD calls
  * it from a host callback). */
 void sc_nonfinite_record(struct sc_nonfinite *w, int64_t it);
 

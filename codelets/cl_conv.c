@@ -483,20 +483,11 @@ static void cl_conv_fwd_cpu_func(void *buffers[], void *cl_arg)
              (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a));
 }
 
-static struct starpu_perfmodel conv_fwd_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_conv_fwd", .footprint = sc_footprint_args};
+SC_PERFMODEL(conv_fwd_model, "sc_conv_fwd", sc_footprint_args);
 
-static struct starpu_codelet cl_conv_fwd = {
-    .cpu_funcs = {cl_conv_fwd_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_conv_fwd_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 4, /* the last: the workspace (cuDNN only) */
-    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH},
-    .model = &conv_fwd_model,
-    .name = "conv_fwd",
-};
+/* buffer 3: the workspace (cuDNN only) */
+SC_CODELET(cl_conv_fwd, "conv_fwd", &conv_fwd_model, cl_conv_fwd_cpu_func, cl_conv_fwd_cuda_func, 4, STARPU_R, STARPU_R,
+           STARPU_W, STARPU_SCRATCH);
 
 /* oh, ow come from the caller, so a tile of a spatially split tensor may
  * have its padding on one side only: the right/bottom padding is whatever
@@ -555,20 +546,11 @@ static void cl_conv_bwd_data_cpu_func(void *buffers[], void *cl_arg)
              (float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL);
 }
 
-static struct starpu_perfmodel conv_bwd_data_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_conv_bwd_data", .footprint = sc_footprint_args};
+SC_PERFMODEL(conv_bwd_data_model, "sc_conv_bwd_data", sc_footprint_args);
 
-static struct starpu_codelet cl_conv_bwd_data = {
-    .cpu_funcs = {cl_conv_bwd_data_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_conv_bwd_data_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 4, /* the last: the workspace (cuDNN only) */
-    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH},
-    .model = &conv_bwd_data_model,
-    .name = "conv_bwd_data",
-};
+/* buffer 3: the workspace (cuDNN only) */
+SC_CODELET(cl_conv_bwd_data, "conv_bwd_data", &conv_bwd_data_model, cl_conv_bwd_data_cpu_func,
+           cl_conv_bwd_data_cuda_func, 4, STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH);
 
 int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t dy,
                             starpu_data_handle_t params, starpu_data_handle_t dx, const char *name)
@@ -597,20 +579,11 @@ static void cl_conv_bwd_filter_cpu_func(void *buffers[], void *cl_arg)
              (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a));
 }
 
-static struct starpu_perfmodel conv_bwd_filter_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_conv_bwd_filter", .footprint = sc_footprint_args};
+SC_PERFMODEL(conv_bwd_filter_model, "sc_conv_bwd_filter", sc_footprint_args);
 
-static struct starpu_codelet cl_conv_bwd_filter = {
-    .cpu_funcs = {cl_conv_bwd_filter_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_conv_bwd_filter_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 4, /* the last: the workspace (cuDNN only) */
-    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH},
-    .model = &conv_bwd_filter_model,
-    .name = "conv_bwd_filter",
-};
+/* buffer 3: the workspace (cuDNN only) */
+SC_CODELET(cl_conv_bwd_filter, "conv_bwd_filter", &conv_bwd_filter_model, cl_conv_bwd_filter_cpu_func,
+           cl_conv_bwd_filter_cuda_func, 4, STARPU_R, STARPU_R, STARPU_W, STARPU_SCRATCH);
 
 int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name)

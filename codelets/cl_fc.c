@@ -72,20 +72,10 @@ static void cl_fc_fwd_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel fc_fwd_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_fwd", .footprint = sc_footprint_args};
+SC_PERFMODEL(fc_fwd_model, "sc_fc_fwd", sc_footprint_args);
 
-static struct starpu_codelet cl_fc_fwd = {
-    .cpu_funcs = {cl_fc_fwd_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_fc_fwd_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
-    .model = &fc_fwd_model,
-    .name = "fc_fwd",
-};
+SC_CODELET(cl_fc_fwd, "fc_fwd", &fc_fwd_model, cl_fc_fwd_cpu_func, cl_fc_fwd_cuda_func, 3, STARPU_R, STARPU_R,
+           STARPU_W);
 
 int sc_insert_fc_fwd(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                      starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
@@ -131,20 +121,10 @@ static void cl_fc_bwd_data_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel fc_bwd_data_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_bwd_data", .footprint = sc_footprint_args};
+SC_PERFMODEL(fc_bwd_data_model, "sc_fc_bwd_data", sc_footprint_args);
 
-static struct starpu_codelet cl_fc_bwd_data = {
-    .cpu_funcs = {cl_fc_bwd_data_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_fc_bwd_data_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
-    .model = &fc_bwd_data_model,
-    .name = "fc_bwd_data",
-};
+SC_CODELET(cl_fc_bwd_data, "fc_bwd_data", &fc_bwd_data_model, cl_fc_bwd_data_cpu_func, cl_fc_bwd_data_cuda_func, 3,
+           STARPU_R, STARPU_R, STARPU_W);
 
 int sc_insert_fc_bwd_data(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t dy,
                           starpu_data_handle_t params, starpu_data_handle_t dx, const char *name)
@@ -198,20 +178,10 @@ static void cl_fc_bwd_weights_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel fc_bwd_weights_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_fc_bwd_weights", .footprint = sc_footprint_args};
+SC_PERFMODEL(fc_bwd_weights_model, "sc_fc_bwd_weights", sc_footprint_args);
 
-static struct starpu_codelet cl_fc_bwd_weights = {
-    .cpu_funcs = {cl_fc_bwd_weights_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_fc_bwd_weights_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
-    .model = &fc_bwd_weights_model,
-    .name = "fc_bwd_weights",
-};
+SC_CODELET(cl_fc_bwd_weights, "fc_bwd_weights", &fc_bwd_weights_model, cl_fc_bwd_weights_cpu_func,
+           cl_fc_bwd_weights_cuda_func, 3, STARPU_R, STARPU_R, STARPU_W);
 
 int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                              starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name)

@@ -39,16 +39,9 @@ static uint32_t load_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be(a->pixels, starpu_hash_crc32c_be(a->n, 0));
 }
 
-static struct starpu_perfmodel load_batch_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_load_batch", .footprint = load_footprint};
+SC_PERFMODEL(load_batch_model, "sc_load_batch", load_footprint);
 
-static struct starpu_codelet cl_load_batch = {
-    .cpu_funcs = {cl_load_batch_cpu_func},
-    .nbuffers = 2,
-    .modes = {STARPU_W, STARPU_W},
-    .model = &load_batch_model,
-    .name = "load_batch",
-};
+SC_CODELET(cl_load_batch, "load_batch", &load_batch_model, cl_load_batch_cpu_func, NULL, 2, STARPU_W, STARPU_W);
 
 int sc_insert_load_batch(const struct sc_task_opts *opts, const uint8_t *images, const uint8_t *src_labels, int pixels,
                          int n, const int32_t *idx, starpu_data_handle_t x, starpu_data_handle_t labels,
@@ -114,17 +107,11 @@ static uint32_t block_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be_n(&a->b, sizeof a->b, starpu_hash_crc32c_be(a->n, 0));
 }
 
-static struct starpu_perfmodel load_images_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_load_images", .footprint = block_footprint};
-static struct starpu_perfmodel load_labels_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_load_labels", .footprint = block_footprint};
+SC_PERFMODEL(load_images_model, "sc_load_images", block_footprint);
+SC_PERFMODEL(load_labels_model, "sc_load_labels", block_footprint);
 
-static struct starpu_codelet cl_load_images = {
-    .cpu_funcs = {cl_load_images_cpu_func}, .nbuffers = 1, .modes = {STARPU_W},
-    .model = &load_images_model, .name = "load_images"};
-static struct starpu_codelet cl_load_labels = {
-    .cpu_funcs = {cl_load_labels_cpu_func}, .nbuffers = 1, .modes = {STARPU_W},
-    .model = &load_labels_model, .name = "load_labels"};
+SC_CODELET(cl_load_images, "load_images", &load_images_model, cl_load_images_cpu_func, NULL, 1, STARPU_W);
+SC_CODELET(cl_load_labels, "load_labels", &load_labels_model, cl_load_labels_cpu_func, NULL, 1, STARPU_W);
 
 static int insert_block(const struct sc_task_opts *opts, struct starpu_codelet *cl, const uint8_t *src,
                         const struct sc_load_block *b, int n, const int32_t *idx, starpu_data_handle_t h,

@@ -206,20 +206,10 @@ static void cl_pool_fwd_cpu_func(void *buffers[], void *cl_arg)
              (float *)STARPU_VECTOR_GET_PTR(buffers[1]), (void *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
-static struct starpu_perfmodel pool_fwd_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_pool_fwd", .footprint = sc_footprint_args};
+SC_PERFMODEL(pool_fwd_model, "sc_pool_fwd", sc_footprint_args);
 
-static struct starpu_codelet cl_pool_fwd = {
-    .cpu_funcs = {cl_pool_fwd_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_pool_fwd_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_W, STARPU_W},
-    .model = &pool_fwd_model,
-    .name = "pool_fwd",
-};
+SC_CODELET(cl_pool_fwd, "pool_fwd", &pool_fwd_model, cl_pool_fwd_cpu_func, cl_pool_fwd_cuda_func, 3, STARPU_R, STARPU_W,
+           STARPU_W);
 
 int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t y, starpu_data_handle_t ws, const char *name)
@@ -242,20 +232,10 @@ static void cl_pool_bwd_cpu_func(void *buffers[], void *cl_arg)
              (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (void *)STARPU_VECTOR_GET_PTR(buffers[1]));
 }
 
-static struct starpu_perfmodel pool_bwd_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_pool_bwd", .footprint = sc_footprint_args};
+SC_PERFMODEL(pool_bwd_model, "sc_pool_bwd", sc_footprint_args);
 
-static struct starpu_codelet cl_pool_bwd = {
-    .cpu_funcs = {cl_pool_bwd_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_pool_bwd_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
-    .model = &pool_bwd_model,
-    .name = "pool_bwd",
-};
+SC_CODELET(cl_pool_bwd, "pool_bwd", &pool_bwd_model, cl_pool_bwd_cpu_func, cl_pool_bwd_cuda_func, 3, STARPU_R, STARPU_R,
+           STARPU_W);
 
 int sc_insert_pool_bwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t dy,
                        starpu_data_handle_t ws, starpu_data_handle_t dx, const char *name)

@@ -310,19 +310,9 @@ static uint32_t region_footprint(struct starpu_task *task)
     return a->op == SC_REGION_COPY ? h : starpu_hash_crc32c_be_n(&a->conv, sizeof a->conv, h);
 }
 
-static struct starpu_perfmodel region_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_region", .footprint = region_footprint};
+SC_PERFMODEL(region_model, "sc_region", region_footprint);
 
-static struct starpu_codelet cl_region = {
-    .cpu_funcs = {cl_region_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_region_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = STARPU_VARIABLE_NBUFFERS,
-    .model = &region_model,
-    .name = "region",
-};
+SC_CODELET(cl_region, "region", &region_model, cl_region_cpu_func, cl_region_cuda_func, STARPU_VARIABLE_NBUFFERS);
 
 /* Channels of the a and b sources and of the destination. */
 static void channels(const struct sc_region_args *a, int *ca, int *cb, int *cd)

@@ -41,20 +41,10 @@ static void cl_relu_bwd_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static struct starpu_perfmodel relu_bwd_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_relu_bwd", .footprint = sc_footprint_args};
+SC_PERFMODEL(relu_bwd_model, "sc_relu_bwd", sc_footprint_args);
 
-static struct starpu_codelet cl_relu_bwd = {
-    .cpu_funcs = {cl_relu_bwd_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_relu_bwd_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 2,
-    .modes = {STARPU_RW, STARPU_R},
-    .model = &relu_bwd_model,
-    .name = "relu_bwd",
-};
+SC_CODELET(cl_relu_bwd, "relu_bwd", &relu_bwd_model, cl_relu_bwd_cpu_func, cl_relu_bwd_cuda_func, 2, STARPU_RW,
+           STARPU_R);
 
 int sc_insert_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy, starpu_data_handle_t y,
                        const char *name)

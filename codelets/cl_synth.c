@@ -357,15 +357,9 @@ static uint32_t synth_footprint(struct starpu_task *task)
     return starpu_hash_crc32c_be(a->n, h);
 }
 
-static struct starpu_perfmodel synth_load_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_synth_load", .footprint = synth_footprint};
+SC_PERFMODEL(synth_load_model, "sc_synth_load", synth_footprint);
 
-static struct starpu_codelet cl_synth_load = {
-    .cpu_funcs = {cl_synth_load_cpu_func},
-    .nbuffers = STARPU_VARIABLE_NBUFFERS,
-    .model = &synth_load_model,
-    .name = "synth_load",
-};
+SC_CODELET(cl_synth_load, "synth_load", &synth_load_model, cl_synth_load_cpu_func, NULL, STARPU_VARIABLE_NBUFFERS);
 
 int sc_insert_synth_load(const struct sc_task_opts *opts, const struct sc_synth_args *a, const int32_t *idx,
                          starpu_data_handle_t x, starpu_data_handle_t labels, const char *name)
@@ -463,12 +457,7 @@ static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
     free(ones);
 }
 
-static struct starpu_codelet cl_synth_labels = {
-    .cpu_funcs = {cl_synth_labels_cpu_func},
-    .nbuffers = 1,
-    .modes = {STARPU_W},
-    .name = "synth_labels",
-};
+SC_CODELET(cl_synth_labels, "synth_labels", NULL, cl_synth_labels_cpu_func, NULL, 1, STARPU_W);
 
 int sc_insert_synth_labels(const struct sc_task_opts *opts, const struct sc_synth_args *a, int oh, int ow,
                            struct sc_box box, const int32_t *idx, starpu_data_handle_t labels, const char *name)

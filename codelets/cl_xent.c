@@ -100,20 +100,10 @@ static void cl_xent_cpu_func(void *buffers[], void *cl_arg)
          (float *)STARPU_VECTOR_GET_PTR(buffers[3]));
 }
 
-static struct starpu_perfmodel xent_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_xent", .footprint = sc_footprint_args};
+SC_PERFMODEL(xent_model, "sc_xent", sc_footprint_args);
 
-static struct starpu_codelet cl_xent = {
-    .cpu_funcs = {cl_xent_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_xent_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 4,
-    .modes = {STARPU_R, STARPU_R, STARPU_W, STARPU_W},
-    .model = &xent_model,
-    .name = "xent",
-};
+SC_CODELET(cl_xent, "xent", &xent_model, cl_xent_cpu_func, cl_xent_cuda_func, 4, STARPU_R, STARPU_R, STARPU_W,
+           STARPU_W);
 
 int sc_insert_xent(const struct sc_task_opts *opts, const struct sc_xent_args *a, starpu_data_handle_t logits,
                    starpu_data_handle_t labels, starpu_data_handle_t dlogits, starpu_data_handle_t stats,
@@ -140,20 +130,10 @@ static void cl_xent_eval_cpu_func(void *buffers[], void *cl_arg)
          (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
-static struct starpu_perfmodel xent_eval_model = {
-    .type = STARPU_HISTORY_BASED, .symbol = "sc_xent_eval", .footprint = sc_footprint_args};
+SC_PERFMODEL(xent_eval_model, "sc_xent_eval", sc_footprint_args);
 
-static struct starpu_codelet cl_xent_eval = {
-    .cpu_funcs = {cl_xent_eval_cpu_func},
-#ifdef SC_USE_CUDA
-    .cuda_funcs = {cl_xent_eval_cuda_func},
-    .cuda_flags = {STARPU_CUDA_ASYNC},
-#endif
-    .nbuffers = 3,
-    .modes = {STARPU_R, STARPU_R, STARPU_W},
-    .model = &xent_eval_model,
-    .name = "xent_eval",
-};
+SC_CODELET(cl_xent_eval, "xent_eval", &xent_eval_model, cl_xent_eval_cpu_func, cl_xent_eval_cuda_func, 3, STARPU_R,
+           STARPU_R, STARPU_W);
 
 int sc_insert_xent_eval(const struct sc_task_opts *opts, const struct sc_xent_args *a, starpu_data_handle_t logits,
                         starpu_data_handle_t labels, starpu_data_handle_t stats, const char *name)

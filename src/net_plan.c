@@ -74,20 +74,20 @@ static int plan_layouts(struct sc_net *net)
         struct layer_data *d = &D->ld[l];
         if (L->alias)
             continue;
-        d->lin = (struct sc_layout){g[l], D->global_batch, L->in.h, L->in.w, T};
-        d->lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T};
-        d->in_box = sc_layout_box(&d->lin, me);
-        d->out_box = sc_layout_box(&d->lout, me);
-        ALLOC_ARRAY(d->tile_s0, T);
-        ALLOC_ARRAY(d->tile_n, T);
-        d->tile_max = 0;
+        d->xch.lin = (struct sc_layout){g[l], D->global_batch, L->in.h, L->in.w, T};
+        d->xch.lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T};
+        d->xch.in_box = sc_layout_box(&d->xch.lin, me);
+        d->xch.out_box = sc_layout_box(&d->xch.lout, me);
+        ALLOC_ARRAY(d->tiles.s0, T);
+        ALLOC_ARRAY(d->tiles.n, T);
+        d->tiles.max = 0;
         for (int t = 0; t < T; t++) {
-            sc_layout_tile_samples(&d->lout, me, t, &d->tile_s0[t], &d->tile_n[t]);
-            if (d->tile_n[t] > d->tile_max)
-                d->tile_max = d->tile_n[t];
+            sc_layout_tile_samples(&d->xch.lout, me, t, &d->tiles.s0[t], &d->tiles.n[t]);
+            if (d->tiles.n[t] > d->tiles.max)
+                d->tiles.max = d->tiles.n[t];
         }
         if (g[l].extent[SC_DIM_H] * g[l].extent[SC_DIM_W] > 1)
-            ALLOC_ARRAY(d->split, T);
+            ALLOC_ARRAY(d->xch.split, T);
     }
     return 0;
 }
@@ -103,7 +103,7 @@ static int check_nccl_grids(const struct sc_net *net)
 {
     const struct sc_net_dist *D = net->dist;
     for (int l = 0; l < net->nlayers; l++) {
-        const struct sc_grid *g = &D->ld[l].lin.grid;
+        const struct sc_grid *g = &D->ld[l].xch.lin.grid;
         if (net->layers[l].alias || g->extent[SC_DIM_N] == D->rt->size)
             continue;
         char spec[64];
@@ -122,32 +122,32 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
 {
     struct sc_net_dist *D = net->dist;
     int T = D->ntiles, err;
-    d->bucket = -1;
+    d->params.bucket = -1;
     if (l->alias)
         return 0;
-    snprintf(d->dy_sum_name, sizeof(d->dy_sum_name), "%s.grad_sum", l->name);
-    ALLOC_ARRAY(d->y, T);
-    ALLOC_ARRAY(d->dy, T);
-    ALLOC_ARRAY(d->scratch, T);
-    ALLOC_ARRAY(d->hy, T);
-    ALLOC_ARRAY(d->hdy, T);
-    ALLOC_ARRAY(d->hscratch, T);
-    if ((err = l->ops->shapes(l, d->tile_max)))
+    snprintf(d->dysum.name, sizeof(d->dysum.name), "%s.grad_sum", l->name);
+    ALLOC_ARRAY(d->tiles.y, T);
+    ALLOC_ARRAY(d->tiles.dy, T);
+    ALLOC_ARRAY(d->tiles.scratch, T);
+    ALLOC_ARRAY(d->tiles.hy, T);
+    ALLOC_ARRAY(d->tiles.hdy, T);
+    ALLOC_ARRAY(d->tiles.hscratch, T);
+    if ((err = l->ops->shapes(l, d->tiles.max)))
         return err;
-    size_t out = (size_t)d->tile_max * l->out.c * sc_box_area(d->out_box);
+    size_t out = (size_t)d->tiles.max * l->out.c * sc_box_area(d->xch.out_box);
     for (int t = 0; t < T && !l->is_loss; t++) {
-        if ((err = sc_vector_new(&d->hy[t], (void **)&d->y[t], out, sizeof(float))) ||
-            (err = sc_vector_new(&d->hdy[t], (void **)&d->dy[t], out, sizeof(float))))
+        if ((err = sc_vector_new(&d->tiles.hy[t], (void **)&d->tiles.y[t], out, sizeof(float))) ||
+            (err = sc_vector_new(&d->tiles.hdy[t], (void **)&d->tiles.dy[t], out, sizeof(float))))
             return err;
-        if (l->scratch_bytes && (err = sc_vector_new(&d->hscratch[t], &d->scratch[t], l->scratch_bytes, 1)))
+        if (l->scratch_bytes && (err = sc_vector_new(&d->tiles.hscratch[t], &d->tiles.scratch[t], l->scratch_bytes, 1)))
             return err;
     }
-    if (!l->nparams || d->replicated)
+    if (!l->nparams || d->replica.on)
         return 0;
-    ALLOC_ARRAY(d->tile_g, T);
-    ALLOC_ARRAY(d->htile_g, T);
+    ALLOC_ARRAY(d->params.tile_g, T);
+    ALLOC_ARRAY(d->params.htile_g, T);
     for (int t = 1; t < T; t++)
-        if ((err = sc_vector_new(&d->htile_g[t], (void **)&d->tile_g[t], l->nparams, sizeof(float))))
+        if ((err = sc_vector_new(&d->params.htile_g[t], (void **)&d->params.tile_g[t], l->nparams, sizeof(float))))
             return err;
     return 0;
 }
@@ -166,23 +166,23 @@ static int plan_gradient_sums(struct sc_net *net)
             if (s < 0)
                 continue;
             struct layer_data *ds = &D->ld[s];
-            if (!ds->contrib)
-                ALLOC_ARRAY(ds->contrib, most);
+            if (!ds->dysum.contrib)
+                ALLOC_ARRAY(ds->dysum.contrib, most);
             if (L->dx_is_dy) {
-                ds->contrib[ds->ncontrib++] = d->hdy;
+                ds->dysum.contrib[ds->dysum.ncontrib++] = d->tiles.hdy;
                 continue;
             }
-            if (!ds->dy_direct) {
-                ds->dy_direct = 1;
+            if (!ds->dysum.direct) {
+                ds->dysum.direct = 1;
                 continue;
             }
-            size_t n = (size_t)ds->tile_max * net->layers[s].out.c * sc_box_area(ds->out_box);
-            ALLOC_ARRAY(d->dx_own, T);
-            ALLOC_ARRAY(d->hdx_own, T);
+            size_t n = (size_t)ds->tiles.max * net->layers[s].out.c * sc_box_area(ds->xch.out_box);
+            ALLOC_ARRAY(d->dysum.dx_own, T);
+            ALLOC_ARRAY(d->dysum.hdx_own, T);
             for (int t = 0; t < T; t++)
-                if ((err = sc_vector_new(&d->hdx_own[t], (void **)&d->dx_own[t], n, sizeof(float))))
+                if ((err = sc_vector_new(&d->dysum.hdx_own[t], (void **)&d->dysum.dx_own[t], n, sizeof(float))))
                     return err;
-            ds->contrib[ds->ncontrib++] = d->hdx_own;
+            ds->dysum.contrib[ds->dysum.ncontrib++] = d->dysum.hdx_own;
         }
     }
     return 0;
@@ -211,10 +211,10 @@ static struct sc_box need_x(void *ctx, int r, int t)
     struct sc_layer *L = &c->net->layers[c->l];
     struct layer_data *d = &c->net->dist->ld[c->l];
     (void)t;
-    struct sc_box b = sc_windows_inputs(&L->win_r, &L->win_c, sc_layout_box(&d->lout, r));
+    struct sc_box b = sc_windows_inputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lout, r));
     if (L->bwd_reads_x)
         b = box_union(b, sc_windows_inputs(&L->win_r, &L->win_c,
-                                           sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->lin, r))));
+                                           sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r))));
     return b;
 }
 
@@ -226,21 +226,21 @@ static struct sc_box need_dy(void *ctx, int r, int t)
     struct sc_layer *L = &c->net->layers[c->l];
     struct layer_data *d = &c->net->dist->ld[c->l];
     (void)t;
-    return sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->lin, r));
+    return sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r));
 }
 
 static struct sc_box need_in(void *ctx, int r, int t)
 {
     struct need_ctx *c = ctx;
     (void)t;
-    return sc_layout_box(&c->net->dist->ld[c->l].lin, r);
+    return sc_layout_box(&c->net->dist->ld[c->l].xch.lin, r);
 }
 
 static struct sc_box need_prev_out(void *ctx, int r, int t)
 {
     struct need_ctx *c = ctx;
     (void)t;
-    return sc_layout_box(&c->net->dist->ld[c->net->layers[c->l].src[0]].lout, r);
+    return sc_layout_box(&c->net->dist->ld[c->net->layers[c->l].src[0]].xch.lout, r);
 }
 
 static int g_spatial(const struct sc_layout *L)
@@ -260,50 +260,51 @@ static int plan_exchanges(struct sc_net *net, int l)
     if (L->alias)
         return 0;
     for (int k = 0; k < L->nsrc && (L->dx_is_dy || k > 0); k++)
-        if (!sc_layout_equal(&D->ld[L->src[k]].lout, &d->lin))
+        if (!sc_layout_equal(&D->ld[L->src[k]].xch.lout, &d->xch.lin))
             return sc_error(SC_ERR_ARG,
                             "%s adds the outputs of %s and %s, which must be split like it: give "
                             "the three the same parallel=",
                             L->name, net->layers[L->src[0]].name, net->layers[L->src[1]].name);
-    if (s >= 0 && !sc_layout_equal(&D->ld[s].lout, &d->lin)) {
-        size_t n = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box);
-        ALLOC_ARRAY(d->xin, T);
-        ALLOC_ARRAY(d->dxin, T);
-        ALLOC_ARRAY(d->hxin, T);
-        ALLOC_ARRAY(d->hdxin, T);
+    if (s >= 0 && !sc_layout_equal(&D->ld[s].xch.lout, &d->xch.lin)) {
+        size_t n = (size_t)d->tiles.max * L->in.c * sc_box_area(d->xch.in_box);
+        ALLOC_ARRAY(d->xch.xin, T);
+        ALLOC_ARRAY(d->xch.dxin, T);
+        ALLOC_ARRAY(d->xch.hxin, T);
+        ALLOC_ARRAY(d->xch.hdxin, T);
         for (int t = 0; t < T; t++)
-            if ((err = sc_vector_new(&d->hxin[t], (void **)&d->xin[t], n, sizeof(float))) ||
-                (err = sc_vector_new(&d->hdxin[t], (void **)&d->dxin[t], n, sizeof(float))))
+            if ((err = sc_vector_new(&d->xch.hxin[t], (void **)&d->xch.xin[t], n, sizeof(float))) ||
+                (err = sc_vector_new(&d->xch.hdxin[t], (void **)&d->xch.dxin[t], n, sizeof(float))))
                 return err;
-        snprintf(d->redist_name, sizeof(d->redist_name), "%s.redistribute", L->name);
-        snprintf(d->assemble_name, sizeof(d->assemble_name), "%s.assemble", L->name);
-        if ((err = sc_fetch_create(&d->redist_fwd, &D->ld[s].lout, L->in.c, &d->lin, need_in, &ctx, me, D->rt->comm,
-                                   d->redist_name)) ||
-            (err = sc_fetch_create(&d->redist_bwd, &d->lin, L->in.c, &D->ld[s].lout, need_prev_out, &ctx, me,
-                                   D->rt->comm, d->redist_name)))
+        snprintf(d->xch.redist_name, sizeof(d->xch.redist_name), "%s.redistribute", L->name);
+        snprintf(d->xch.assemble_name, sizeof(d->xch.assemble_name), "%s.assemble", L->name);
+        if ((err = sc_fetch_create(&d->xch.redist_fwd, &D->ld[s].xch.lout, L->in.c, &d->xch.lin, need_in, &ctx, me,
+                                   D->rt->comm, d->xch.redist_name)) ||
+            (err = sc_fetch_create(&d->xch.redist_bwd, &d->xch.lin, L->in.c, &D->ld[s].xch.lout, need_prev_out, &ctx,
+                                   me, D->rt->comm, d->xch.redist_name)))
             return err;
     }
-    if (L->group_sum_len && g_spatial(&d->lin)) {
+    if (L->group_sum_len && g_spatial(&d->xch.lin)) {
         int members[D->rt->size];
-        int n = sc_grid_segment(&d->lin.grid, me, (1u << SC_DIM_H) | (1u << SC_DIM_W), members);
+        int n = sc_grid_segment(&d->xch.lin.grid, me, (1u << SC_DIM_H) | (1u << SC_DIM_W), members);
         for (int i = 0; i < 2; i++)
-            if ((err = sc_group_sum_create(&d->gsum[i], D->rt->comm, members, n, me, L->group_sum_len, L->name)))
+            if ((err = sc_group_sum_create(&d->xch.gsum[i], D->rt->comm, members, n, me, L->group_sum_len, L->name)))
                 return err;
     }
-    if (!d->split)
+    if (!d->xch.split)
         return 0;
     if (L->win_r.k > 0) { /* not pointwise */
-        snprintf(d->halo_x_name, sizeof(d->halo_x_name), "%s.halo_x", L->name);
-        snprintf(d->halo_dy_name, sizeof(d->halo_dy_name), "%s.halo_dy", L->name);
-        if ((err = sc_fetch_create(&d->halo_x, &d->lin, L->in.c, &d->lin, need_x, &ctx, me, D->rt->comm,
-                                   d->halo_x_name)) ||
-            (s >= 0 && (err = sc_fetch_create(&d->halo_dy, &d->lout, L->out.c, &d->lin, need_dy, &ctx, me, D->rt->comm,
-                                              d->halo_dy_name))))
+        snprintf(d->xch.halo_x_name, sizeof(d->xch.halo_x_name), "%s.halo_x", L->name);
+        snprintf(d->xch.halo_dy_name, sizeof(d->xch.halo_dy_name), "%s.halo_dy", L->name);
+        if ((err = sc_fetch_create(&d->xch.halo_x, &d->xch.lin, L->in.c, &d->xch.lin, need_x, &ctx, me, D->rt->comm,
+                                   d->xch.halo_x_name)) ||
+            (s >= 0 && (err = sc_fetch_create(&d->xch.halo_dy, &d->xch.lout, L->out.c, &d->xch.lin, need_dy, &ctx, me,
+                                              D->rt->comm, d->xch.halo_dy_name))))
             return err;
     }
     for (int t = 0; t < T; t++)
-        d->split[t] = (struct sc_tile_split){t,         d->tile_s0[t], d->in_box,       d->out_box,
-                                             d->halo_x, d->halo_dy,    x_tiles(net, l), d->hdy};
+        d->xch.split[t] = (struct sc_tile_split){
+            t,           d->tiles.s0[t], d->xch.in_box, d->xch.out_box, d->xch.halo_x, d->xch.halo_dy, x_tiles(net, l),
+            d->tiles.hdy};
     return 0;
 }
 
@@ -316,32 +317,33 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
     struct sc_net_dist *D = net->dist;
     int P = D->rt->size, T = D->ntiles, PT = P * T, err;
     size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
-    if ((err = sc_vector_new(&d->hw, (void **)&d->w, l->nparams, sizeof(float))) ||
-        (err = sc_vector_new(&d->hv, (void **)&d->own_v, l->nparams, sizeof(float))) ||
-        (err = sc_vector_new(&d->hg, (void **)&d->g, l->nparams, sizeof(float))))
+    if ((err = sc_vector_new(&d->params.hw, (void **)&d->params.w, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->replica.hv, (void **)&d->replica.own_v, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->params.hg, (void **)&d->params.g, l->nparams, sizeof(float))))
         return err;
-    d->v = d->own_v;
-    l->ops->init(l, d->w, seed);
-    ALLOC_ARRAY(d->xr, PT);
-    ALLOC_ARRAY(d->dyr, PT);
-    ALLOC_ARRAY(d->pg, PT);
-    ALLOC_ARRAY(d->hxr, PT);
-    ALLOC_ARRAY(d->hdyr, PT);
-    ALLOC_ARRAY(d->hpg, PT);
+    d->params.v = d->replica.own_v;
+    l->ops->init(l, d->params.w, seed);
+    ALLOC_ARRAY(d->replica.xr, PT);
+    ALLOC_ARRAY(d->replica.dyr, PT);
+    ALLOC_ARRAY(d->replica.pg, PT);
+    ALLOC_ARRAY(d->replica.hxr, PT);
+    ALLOC_ARRAY(d->replica.hdyr, PT);
+    ALLOC_ARRAY(d->replica.hpg, PT);
     for (int i = 0; i < PT; i++) {
-        if (i / T != D->rt->rank && ((err = sc_vector_new(&d->hxr[i], (void **)&d->xr[i], in, sizeof(float))) ||
-                                     (err = sc_vector_new(&d->hdyr[i], (void **)&d->dyr[i], out, sizeof(float)))))
+        if (i / T != D->rt->rank &&
+            ((err = sc_vector_new(&d->replica.hxr[i], (void **)&d->replica.xr[i], in, sizeof(float))) ||
+             (err = sc_vector_new(&d->replica.hdyr[i], (void **)&d->replica.dyr[i], out, sizeof(float)))))
             return err;
-        if (i > 0 && (err = sc_vector_new(&d->hpg[i], (void **)&d->pg[i], l->nparams, sizeof(float))))
+        if (i > 0 && (err = sc_vector_new(&d->replica.hpg[i], (void **)&d->replica.pg[i], l->nparams, sizeof(float))))
             return err;
     }
-    d->hpg[0] = d->hg;
-    d->tag_x = sc_tags_reserve((int64_t)P * T);
-    d->tag_dy = sc_tags_reserve((int64_t)P * T);
-    snprintf(d->gather_x, sizeof(d->gather_x), "%s.act_allgather", l->name);
-    snprintf(d->gather_dy, sizeof(d->gather_dy), "%s.err_allgather", l->name);
-    snprintf(d->sgd_name, sizeof(d->sgd_name), "%s.sgd", l->name);
-    snprintf(d->acc_name, sizeof(d->acc_name), "%s.grad_sum", l->name);
+    d->replica.hpg[0] = d->params.hg;
+    d->replica.tag_x = sc_tags_reserve((int64_t)P * T);
+    d->replica.tag_dy = sc_tags_reserve((int64_t)P * T);
+    snprintf(d->replica.gather_x, sizeof(d->replica.gather_x), "%s.act_allgather", l->name);
+    snprintf(d->replica.gather_dy, sizeof(d->replica.gather_dy), "%s.err_allgather", l->name);
+    snprintf(d->replica.sgd_name, sizeof(d->replica.sgd_name), "%s.sgd", l->name);
+    snprintf(d->replica.acc_name, sizeof(d->replica.acc_name), "%s.grad_sum", l->name);
     return 0;
 }
 
@@ -353,7 +355,7 @@ static int plan_buckets(struct sc_net *net)
     const struct sc_comm_opts *c = &D->comm;
     int order[net->nlayers], n = 0;
     for (int l = net->nlayers - 1; l >= 0; l--)
-        if (net->layers[l].nparams && !D->ld[l].replicated)
+        if (net->layers[l].nparams && !D->ld[l].replica.on)
             order[n++] = l;
     ALLOC_ARRAY(D->buckets, n);
     size_t cap = (size_t)(c->bucket_mb * (1 << 20));
@@ -380,8 +382,8 @@ static int plan_buckets(struct sc_net *net)
             ALLOC_ARRAY(b->layer, n);
         }
         struct layer_data *d = &D->ld[order[i]];
-        d->bucket = (int)(b - D->buckets);
-        d->offset = b->n;
+        d->params.bucket = (int)(b - D->buckets);
+        d->params.offset = b->n;
         b->layer[b->nlayers++] = order[i];
         b->n += net->layers[order[i]].nparams;
     }
@@ -405,12 +407,12 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     for (int i = 0; i < b->nlayers; i++) {
         struct sc_layer *l = &net->layers[b->layer[i]];
         struct layer_data *d = &D->ld[b->layer[i]];
-        d->w = sc_bucket_weights(b->vectors) + d->offset;
-        d->v = sc_bucket_momentum(b->vectors) + d->offset;
-        d->g = sc_bucket_grads(b->vectors) + d->offset;
-        d->hw = sc_bucket_weight_slice(b->vectors, i);
-        d->hg = sc_bucket_grad_slice(b->vectors, i);
-        l->ops->init(l, d->w, seed);
+        d->params.w = sc_bucket_weights(b->vectors) + d->params.offset;
+        d->params.v = sc_bucket_momentum(b->vectors) + d->params.offset;
+        d->params.g = sc_bucket_grads(b->vectors) + d->params.offset;
+        d->params.hw = sc_bucket_weight_slice(b->vectors, i);
+        d->params.hg = sc_bucket_grad_slice(b->vectors, i);
+        l->ops->init(l, d->params.w, seed);
     }
     return 0;
 }
@@ -445,9 +447,9 @@ static void plan_priorities(struct sc_net *net)
             continue;
         int grad = D->comm.priorities ? LEVEL(levels - 1 - 2 * j) : 0;
         int comm = D->comm.priorities ? LEVEL(levels - 2 - 2 * j) : 0;
-        d->grad_task = (struct sc_task_opts){grad, SC_WHERE_ANY};
-        d->comm_task = (struct sc_task_opts){comm, SC_WHERE_ANY};
-        d->replica_task = (struct sc_task_opts){comm, D->replicated_where};
+        d->params.grad_task = (struct sc_task_opts){grad, SC_WHERE_ANY};
+        d->params.comm_task = (struct sc_task_opts){comm, SC_WHERE_ANY};
+        d->params.replica_task = (struct sc_task_opts){comm, D->replicated_where};
         j++;
     }
 #undef LEVEL
@@ -456,7 +458,7 @@ static void plan_priorities(struct sc_net *net)
                D->comm.priorities ? "" : " (off)");
     for (int i = 0; i < D->nbuckets; i++) {
         struct bucket *b = &D->buckets[i];
-        b->task = D->ld[b->layer[b->nlayers - 1]].comm_task;
+        b->task = D->ld[b->layer[b->nlayers - 1]].params.comm_task;
     }
 }
 
@@ -481,11 +483,11 @@ static void summarize(struct sc_net *net)
     }
     int nrep = 0;
     for (int l = 0; l < net->nlayers; l++)
-        nrep += D->ld[l].replicated;
+        nrep += D->ld[l].replica.on;
     snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration)%s", policy, D->nbuckets,
              D->nbuckets == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
-        if (D->ld[l].replicated) {
+        if (D->ld[l].replica.on) {
             size_t len = strlen(D->summary);
             snprintf(D->summary + len, sizeof(D->summary) - len, " %s", net->layers[l].name);
         }
@@ -498,32 +500,32 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     const struct layer_data *first = &D->ld[0];
     size_t F = sizeof(float), window = 0;
     *r = (struct sc_mem_report){0, 0, 0};
-    r->activations = (size_t)T * first->tile_max * net->input.c * sc_box_area(first->in_box) * F;
+    r->activations = (size_t)T * first->tiles.max * net->input.c * sc_box_area(first->xch.in_box) * F;
     for (int l = 0; l < net->nlayers; l++) {
         const struct sc_layer *L = &net->layers[l];
         const struct layer_data *d = &D->ld[l];
         if (L->alias)
             continue;
-        size_t out = (size_t)d->tile_max * L->out.c * sc_box_area(d->out_box) * F;
-        size_t in = (size_t)d->tile_max * L->in.c * sc_box_area(d->in_box) * F;
+        size_t out = (size_t)d->tiles.max * L->out.c * sc_box_area(d->xch.out_box) * F;
+        size_t in = (size_t)d->tiles.max * L->in.c * sc_box_area(d->xch.in_box) * F;
         if (!L->is_loss)
             r->activations += 2 * T * out;
-        if (d->hdx_own) {
+        if (d->dysum.hdx_own) {
             const struct layer_data *ds = &D->ld[L->src[0]];
-            r->activations += (size_t)T * ds->tile_max * L->in.c * sc_box_area(ds->out_box) * F;
+            r->activations += (size_t)T * ds->tiles.max * L->in.c * sc_box_area(ds->xch.out_box) * F;
         }
-        if (d->hxin)
+        if (d->xch.hxin)
             r->activations += 2 * T * in;
-        r->activations += sc_fetch_bytes(d->redist_fwd) + sc_fetch_bytes(d->redist_bwd) + sc_fetch_bytes(d->halo_x) +
-                          sc_fetch_bytes(d->halo_dy);
-        if (d->replicated)
+        r->activations += sc_fetch_bytes(d->xch.redist_fwd) + sc_fetch_bytes(d->xch.redist_bwd) +
+                          sc_fetch_bytes(d->xch.halo_x) + sc_fetch_bytes(d->xch.halo_dy);
+        if (d->replica.on)
             r->activations += (size_t)(P - 1) * T * (in + out);
         if (L->scratch_bytes > 1 && !L->is_loss)
             r->workspaces += (size_t)T * L->scratch_bytes;
         size_t halo_in = in;
-        if (d->halo_x) { /* the window with its halo */
+        if (d->xch.halo_x) { /* the window with its halo */
             struct need_ctx c = {(struct sc_net *)net, l};
-            halo_in = (size_t)d->tile_max * L->in.c * sc_box_area(need_x(&c, D->rt->rank, 0)) * F;
+            halo_in = (size_t)d->tiles.max * L->in.c * sc_box_area(need_x(&c, D->rt->rank, 0)) * F;
         }
         if (halo_in + out > window)
             window = halo_in + out;
@@ -531,9 +533,9 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
             continue;
         size_t p = L->nparams * F;
         r->parameters += 3 * p; /* weights, momentum, reduced gradient */
-        if (d->htile_g)
+        if (d->params.htile_g)
             r->parameters += (size_t)(T - 1) * p;
-        if (d->replicated)
+        if (d->replica.on)
             r->parameters += (size_t)(P * T - 1) * p;
     }
     r->workspaces += (size_t)D->rt->ncpu * window;
@@ -571,8 +573,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
     /* the sample layout's tiles, which replicated layers exchange */
     D->local_batch = global_batch / rt->size;
-    D->tile_n = last->tile_n;
-    D->tile_max = last->tile_max;
+    D->tile_n = last->tiles.n;
+    D->tile_max = last->tiles.max;
     ALLOC_ARRAY(D->x0, T);
     ALLOC_ARRAY(D->labels, T);
     ALLOC_ARRAY(D->stats, T);
@@ -581,19 +583,19 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     ALLOC_ARRAY(D->hlabels, T);
     ALLOC_ARRAY(D->hstats, T);
     ALLOC_ARRAY(D->heval_acc, T);
-    size_t pixels = (size_t)net->input.c * sc_box_area(first->in_box);
+    size_t pixels = (size_t)net->input.c * sc_box_area(first->xch.in_box);
     struct sc_layer *loss = &net->layers[net->nlayers - 1];
-    size_t labels = (size_t)last->tile_max * (loss->whole_sample ? 1 : sc_box_area(last->in_box));
+    size_t labels = (size_t)last->tiles.max * (loss->whole_sample ? 1 : sc_box_area(last->xch.in_box));
     D->loss_pixels = loss->whole_sample ? 1 : loss->in.h * loss->in.w;
     for (int t = 0; t < T; t++)
-        if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tile_max * pixels, sizeof(float))) ||
+        if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tiles.max * pixels, sizeof(float))) ||
             (err = sc_vector_new(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
             (err = sc_vector_new(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
             (err = sc_vector_new(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
             return err;
     for (int l = 0; l < net->nlayers && replicate; l++)
         if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
-            D->ld[l].replicated = 1;
+            D->ld[l].replica.on = 1;
             replicate--;
         }
     /* Every rank computes a replicated layer's gradient for itself and must
@@ -607,7 +609,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         struct sc_layer *L = &net->layers[l];
-        if ((err = setup_tiles(net, L, d)) || (d->replicated && (err = setup_replicated(net, L, d, seed))) ||
+        if ((err = setup_tiles(net, L, d)) || (d->replica.on && (err = setup_replicated(net, L, d, seed))) ||
             (L->ops->setup && (err = L->ops->setup(L, T))))
             return err;
     }
@@ -638,46 +640,48 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
 {
     int T = D->ntiles, PT = D->rt->size * T;
     for (int t = 0; t < T; t++) {
-        if (d->hy)
-            sc_vector_free(d->hy[t], d->y[t]);
-        if (d->hdy)
-            sc_vector_free(d->hdy[t], d->dy[t]);
-        if (d->hscratch)
-            sc_vector_free(d->hscratch[t], d->scratch[t]);
-        if (d->htile_g && t > 0)
-            sc_vector_free(d->htile_g[t], d->tile_g[t]);
+        if (d->tiles.hy)
+            sc_vector_free(d->tiles.hy[t], d->tiles.y[t]);
+        if (d->tiles.hdy)
+            sc_vector_free(d->tiles.hdy[t], d->tiles.dy[t]);
+        if (d->tiles.hscratch)
+            sc_vector_free(d->tiles.hscratch[t], d->tiles.scratch[t]);
+        if (d->params.htile_g && t > 0)
+            sc_vector_free(d->params.htile_g[t], d->params.tile_g[t]);
     }
     for (int i = 0; i < PT; i++) {
-        if (d->hxr)
-            sc_vector_free(d->hxr[i], d->xr[i]);
-        if (d->hdyr)
-            sc_vector_free(d->hdyr[i], d->dyr[i]);
-        if (d->hpg && i > 0)
-            sc_vector_free(d->hpg[i], d->pg[i]);
+        if (d->replica.hxr)
+            sc_vector_free(d->replica.hxr[i], d->replica.xr[i]);
+        if (d->replica.hdyr)
+            sc_vector_free(d->replica.hdyr[i], d->replica.dyr[i]);
+        if (d->replica.hpg && i > 0)
+            sc_vector_free(d->replica.hpg[i], d->replica.pg[i]);
     }
-    if (d->replicated) {
-        sc_vector_free(d->hw, d->w);
-        sc_vector_free(d->hv, d->own_v);
-        sc_vector_free(d->hg, d->g);
+    if (d->replica.on) {
+        sc_vector_free(d->params.hw, d->params.w);
+        sc_vector_free(d->replica.hv, d->replica.own_v);
+        sc_vector_free(d->params.hg, d->params.g);
     }
-    for (int t = 0; d->hxin && t < T; t++) {
-        sc_vector_free(d->hxin[t], d->xin[t]);
-        sc_vector_free(d->hdxin[t], d->dxin[t]);
+    for (int t = 0; d->xch.hxin && t < T; t++) {
+        sc_vector_free(d->xch.hxin[t], d->xch.xin[t]);
+        sc_vector_free(d->xch.hdxin[t], d->xch.dxin[t]);
     }
-    for (int t = 0; d->hdx_own && t < T; t++)
-        sc_vector_free(d->hdx_own[t], d->dx_own[t]);
-    free(d->contrib), free(d->dx_own), free(d->hdx_own);
-    sc_fetch_destroy(d->redist_fwd);
-    sc_fetch_destroy(d->redist_bwd);
-    sc_fetch_destroy(d->halo_x);
-    sc_fetch_destroy(d->halo_dy);
-    sc_group_sum_destroy(d->gsum[0]);
-    sc_group_sum_destroy(d->gsum[1]);
-    free(d->xin), free(d->dxin), free(d->hxin), free(d->hdxin), free(d->split);
-    free(d->tile_s0), free(d->tile_n);
-    free(d->y), free(d->dy), free(d->scratch), free(d->hy), free(d->hdy), free(d->hscratch);
-    free(d->tile_g), free(d->htile_g);
-    free(d->xr), free(d->dyr), free(d->pg), free(d->hxr), free(d->hdyr), free(d->hpg);
+    for (int t = 0; d->dysum.hdx_own && t < T; t++)
+        sc_vector_free(d->dysum.hdx_own[t], d->dysum.dx_own[t]);
+    free(d->dysum.contrib), free(d->dysum.dx_own), free(d->dysum.hdx_own);
+    sc_fetch_destroy(d->xch.redist_fwd);
+    sc_fetch_destroy(d->xch.redist_bwd);
+    sc_fetch_destroy(d->xch.halo_x);
+    sc_fetch_destroy(d->xch.halo_dy);
+    sc_group_sum_destroy(d->xch.gsum[0]);
+    sc_group_sum_destroy(d->xch.gsum[1]);
+    free(d->xch.xin), free(d->xch.dxin), free(d->xch.hxin), free(d->xch.hdxin), free(d->xch.split);
+    free(d->tiles.s0), free(d->tiles.n);
+    free(d->tiles.y), free(d->tiles.dy), free(d->tiles.scratch), free(d->tiles.hy), free(d->tiles.hdy),
+        free(d->tiles.hscratch);
+    free(d->params.tile_g), free(d->params.htile_g);
+    free(d->replica.xr), free(d->replica.dyr), free(d->replica.pg), free(d->replica.hxr), free(d->replica.hdyr),
+        free(d->replica.hpg);
 }
 
 static void destroy_bucket(struct bucket *b)

@@ -17,49 +17,74 @@ struct bucket {
     char name[64];
 };
 
-struct layer_data {
+/* This rank's tiles of a layer: the samples of each, its output and the
+ * output's gradient, its scratch. */
+struct layer_tiles {
+    int *s0, *n, max; /* first sample (global index) and count per tile; the largest count */
+    float **y, **dy;
+    void **scratch;
+    starpu_data_handle_t *hy, *hdy, *hscratch;
+};
+
+/* A layer's parameters on this rank, and how the tasks that make their
+ * gradient are submitted (plan_priorities). */
+struct layer_params {
     float *w, *v, *g;            /* parameters, momentum, reduced gradient (in a bucket, or own) */
     starpu_data_handle_t hw, hg; /* the layer's slice of the bucket's, or its own */
     int bucket;                  /* -1: replicated or no parameters */
     size_t offset;               /* in the bucket */
     float **tile_g;              /* partial gradients of tiles 1.. */
     starpu_data_handle_t *htile_g;
-    float **y, **dy; /* per tile: output and its gradient */
-    void **scratch;
-    starpu_data_handle_t *hy, *hdy, *hscratch;
-    /* How its tasks are submitted beside the critical path (plan_priorities):
-     * the parameter gradient, its collective, and (replicated) the gradient
-     * every rank computes alike */
+    /* Beside the critical path: the parameter gradient, its collective, and
+     * (replicated) the gradient every rank computes alike. */
     struct sc_task_opts grad_task, comm_task, replica_task;
-    /* --fc-replicate: every rank's inputs and errors, the partial gradient
-     * of each (rank, tile), the momentum (whole on every rank) */
-    int replicated;
+};
+
+/* --fc-replicate: every rank's inputs and errors, the partial gradient of
+ * each (rank, tile), the momentum (whole on every rank). */
+struct layer_replica {
+    int on;
     float **xr, **dyr, **pg, *own_v;
     starpu_data_handle_t *hxr, *hdyr, *hpg, hv;
     int64_t tag_x, tag_dy;
     char gather_x[48], gather_dy[48], sgd_name[48], acc_name[48];
-    /* How its input and output are split (see layout.h): this rank's
-     * blocks, and the samples of each tile */
+};
+
+/* How a layer's input and output are split (see layout.h) and what moves
+ * between ranks for it. */
+struct layer_exchanges {
     struct sc_layout lin, lout;
-    struct sc_box in_box, out_box;
-    int *tile_s0, *tile_n, tile_max;
-    struct sc_tile_split *split; /* per tile; NULL: whole samples */
+    struct sc_box in_box, out_box; /* this rank's blocks */
+    struct sc_tile_split *split;   /* per tile; NULL: whole samples */
     /* input in another layout than the previous layer's output: its copy
      * in this layer's layout, the gradient too, and the two fetches */
     float **xin, **dxin;
     starpu_data_handle_t *hxin, *hdxin;
     struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
     struct sc_group_sum *gsum[2]; /* sums over the ranks of the same samples */
-    /* Layers whose output feeds several: dy is the sum of the readers'
-     * gradients.  One reader writes dy itself (dy_direct); the others'
-     * parts (contrib: per-tile handles, in the output's layout) are added
-     * before the layer's backward.  A reader that does not write dy itself
-     * writes dx_own (in its source's output layout). */
-    int dy_direct, ncontrib;
+    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48];
+};
+
+/* Layers whose output feeds several: dy is the sum of the readers'
+ * gradients.  One reader writes dy itself (direct); the others' parts
+ * (contrib: per-tile handles, in the output's layout) are added before the
+ * layer's backward.  A reader that does not write dy itself writes dx_own
+ * (in its source's output layout). */
+struct layer_dy_sum {
+    int direct, ncontrib;
     starpu_data_handle_t **contrib;
     float **dx_own;
     starpu_data_handle_t *hdx_own;
-    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48], dy_sum_name[48];
+    char name[48];
+};
+
+/* Everything this rank's plan holds for one layer. */
+struct layer_data {
+    struct layer_tiles tiles;
+    struct layer_params params;
+    struct layer_replica replica;
+    struct layer_exchanges xch;
+    struct layer_dy_sum dysum;
 };
 
 struct sc_net_dist {
@@ -94,7 +119,7 @@ static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
     int s = net->layers[l].src[0];
-    return D->ld[l].hxin ? D->ld[l].hxin : s >= 0 ? D->ld[s].hy : D->hx0;
+    return D->ld[l].xch.hxin ? D->ld[l].xch.hxin : s >= 0 ? D->ld[s].tiles.hy : D->hx0;
 }
 
 /* Where the gradient of layer l's input goes, in its source's layout. */
@@ -102,13 +127,13 @@ static inline starpu_data_handle_t *input_grad_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
     int s = net->layers[l].src[0];
-    return s < 0 ? NULL : D->ld[l].hdx_own ? D->ld[l].hdx_own : D->ld[s].hdy;
+    return s < 0 ? NULL : D->ld[l].dysum.hdx_own ? D->ld[l].dysum.hdx_own : D->ld[s].tiles.hdy;
 }
 
 static inline starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
-    return D->ld[l].hdxin ? D->ld[l].hdxin : input_grad_tiles(net, l);
+    return D->ld[l].xch.hdxin ? D->ld[l].xch.hdxin : input_grad_tiles(net, l);
 }
 
 #endif

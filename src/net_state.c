@@ -53,16 +53,16 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
         if (has_nonfinite(D->hx0[t], D->x0 ? D->x0[t] : NULL))
             first = -1;
     for (int l = 0; l < L && first > 3 * L; l++)
-        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].hy, D->ld[l].y))
+        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].tiles.hy, D->ld[l].tiles.y))
             first = l;
     for (int t = 0; t < D->ntiles && first > 3 * L; t++)
         if (has_nonfinite(D->hstats[t], D->stats[t]))
             first = L;
     for (int l = L - 1; l >= 0 && first > 3 * L; l--)
-        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].hdy, D->ld[l].dy))
+        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].tiles.hdy, D->ld[l].tiles.dy))
             first = L + 1 + (L - 1 - l);
     for (int l = L - 1; l >= 0 && first > 3 * L; l--)
-        if (net->layers[l].nparams && has_nonfinite(D->ld[l].hg, D->ld[l].g))
+        if (net->layers[l].nparams && has_nonfinite(D->ld[l].params.hg, D->ld[l].params.g))
             first = 2 * L + 1 + (L - 1 - l);
     int all;
     MPI_Allreduce(&first, &all, 1, MPI_INT, MPI_MIN, D->rt->ctl);
@@ -93,22 +93,23 @@ static void owned_momentum(struct sc_net *net, int l, size_t *first, size_t *cou
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
     size_t n = net->layers[l].nparams;
-    if (d->replicated) { /* whole on every rank; rank 0 speaks for them */
+    if (d->replica.on) { /* whole on every rank; rank 0 speaks for them */
         *first = 0;
         *count = D->rt->rank == 0 ? n : 0;
         return;
     }
     size_t bf, bc;
-    sc_bucket_owned_range(D->buckets[d->bucket].vectors, &bf, &bc);
-    size_t lo = bf > d->offset ? bf : d->offset, hi = bf + bc < d->offset + n ? bf + bc : d->offset + n;
-    *first = hi > lo ? lo - d->offset : 0;
+    sc_bucket_owned_range(D->buckets[d->params.bucket].vectors, &bf, &bc);
+    size_t lo = bf > d->params.offset ? bf : d->params.offset,
+           hi = bf + bc < d->params.offset + n ? bf + bc : d->params.offset + n;
+    *first = hi > lo ? lo - d->params.offset : 0;
     *count = hi > lo ? hi - lo : 0;
 }
 
 static starpu_data_handle_t momentum_handle(struct sc_net *net, int l)
 {
     struct layer_data *d = &net->dist->ld[l];
-    return d->replicated ? d->hv : sc_bucket_momentum_handle(net->dist->buckets[d->bucket].vectors);
+    return d->replica.on ? d->replica.hv : sc_bucket_momentum_handle(net->dist->buckets[d->params.bucket].vectors);
 }
 
 int sc_net_read_state(struct sc_net *net, float **w, float **v)
@@ -121,9 +122,9 @@ int sc_net_read_state(struct sc_net *net, float **w, float **v)
         size_t n = net->layers[l].nparams;
         if (!n)
             continue;
-        starpu_data_acquire(d->hw, STARPU_R);
-        memcpy(w[l], d->w, n * sizeof(float));
-        starpu_data_release(d->hw);
+        starpu_data_acquire(d->params.hw, STARPU_R);
+        memcpy(w[l], d->params.w, n * sizeof(float));
+        starpu_data_release(d->params.hw);
         /* Each rank's owned momentum range goes to rank 0. */
         starpu_data_handle_t hv = momentum_handle(net, l);
         starpu_data_acquire(hv, STARPU_R);
@@ -133,7 +134,8 @@ int sc_net_read_state(struct sc_net *net, float **w, float **v)
         int c = (int)count, f = (int)first;
         MPI_Gather(&c, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->ctl);
         MPI_Gather(&f, 1, MPI_INT, displs, 1, MPI_INT, 0, rt->ctl);
-        MPI_Gatherv(d->v + first, c, MPI_FLOAT, rt->rank == 0 ? v[l] : NULL, counts, displs, MPI_FLOAT, 0, rt->ctl);
+        MPI_Gatherv(d->params.v + first, c, MPI_FLOAT, rt->rank == 0 ? v[l] : NULL, counts, displs, MPI_FLOAT, 0,
+                    rt->ctl);
         starpu_data_release(hv);
     }
     return 0;
@@ -148,12 +150,12 @@ int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
         size_t n = net->layers[l].nparams;
         if (!n)
             continue;
-        starpu_data_acquire(d->hw, STARPU_W);
-        memcpy(d->w, w[l], n * sizeof(float));
-        starpu_data_release(d->hw);
+        starpu_data_acquire(d->params.hw, STARPU_W);
+        memcpy(d->params.w, w[l], n * sizeof(float));
+        starpu_data_release(d->params.hw);
         starpu_data_handle_t hv = momentum_handle(net, l);
         starpu_data_acquire(hv, STARPU_RW);
-        memcpy(d->v, v[l], n * sizeof(float));
+        memcpy(d->params.v, v[l], n * sizeof(float));
         starpu_data_release(hv);
     }
     return 0;

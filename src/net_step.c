@@ -16,15 +16,15 @@ static int submit_gradient_sum(struct sc_net *net, int l)
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
     const struct sc_layer *L = &net->layers[l];
-    int n = (int)((size_t)d->tile_max * L->out.c * sc_box_area(d->out_box)), err;
-    for (int i = 0; i < d->ncontrib; i++)
+    int n = (int)((size_t)d->tiles.max * L->out.c * sc_box_area(d->xch.out_box)), err;
+    for (int i = 0; i < d->dysum.ncontrib; i++)
         for (int t = 0; t < D->ntiles; t++) {
-            if (!d->tile_n[t])
+            if (!d->tiles.n[t])
                 continue;
-            if (i == 0 && !d->dy_direct)
-                err = sc_insert_copy(&D->critical, n, d->contrib[i][t], d->hdy[t], d->dy_sum_name);
+            if (i == 0 && !d->dysum.direct)
+                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], d->tiles.hdy[t], d->dysum.name);
             else
-                err = sc_insert_accumulate(&D->critical, d->hdy[t], d->contrib[i][t], d->dy_sum_name);
+                err = sc_insert_accumulate(&D->critical, d->tiles.hdy[t], d->dysum.contrib[i][t], d->dysum.name);
             if (err)
                 return err;
         }
@@ -40,11 +40,11 @@ static int submit_assemble(const struct sc_task_opts *opts, struct sc_fetch *f, 
     int err;
     if ((err = sc_fetch_submit(f, opts, src_tiles)))
         return err;
-    for (int t = 0; t < dst_d->lin.ntiles; t++) {
+    for (int t = 0; t < dst_d->xch.lin.ntiles; t++) {
         struct sc_region_args a = {.op = SC_REGION_COPY, .c = channels};
-        a.s0 = a.dst_s0 = dst_d->tile_s0[t];
-        a.n = a.dst_n = dst_d->tile_n[t];
-        a.region = a.dst_box = out_side ? dst_d->out_box : dst_d->in_box;
+        a.s0 = a.dst_s0 = dst_d->tiles.s0[t];
+        a.n = a.dst_n = dst_d->tiles.n[t];
+        a.region = a.dst_box = out_side ? dst_d->xch.out_box : dst_d->xch.in_box;
         starpu_data_handle_t h[SC_REGION_MAX_SRC];
         int ns = sc_fetch_sources(f, src_tiles, t, NULL, a.src, h, SC_REGION_MAX_SRC);
         if (ns < 0)
@@ -63,25 +63,25 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
     struct sc_tile_io io = {
-        .n = d->tile_n[t],
+        .n = d->tiles.n[t],
         .x = x_tiles(net, l)[t],
-        .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].hy[t] : NULL,
-        .y = d->hy[t],
+        .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].tiles.hy[t] : NULL,
+        .y = d->tiles.hy[t],
         .dx = dx_tiles(net, l) ? dx_tiles(net, l)[t] : NULL,
-        .dy = d->hdy[t],
-        .scratch = d->hscratch[t],
-        .params = d->hw,
-        .dparams = d->replicated ? NULL
-                   : t           ? (d->htile_g ? d->htile_g[t] : NULL)
-                                 : d->hg,
+        .dy = d->tiles.hdy[t],
+        .scratch = d->tiles.hscratch[t],
+        .params = d->params.hw,
+        .dparams = d->replica.on ? NULL
+                   : t           ? (d->params.htile_g ? d->params.htile_g[t] : NULL)
+                                 : d->params.hg,
         .labels = D->hlabels[t],
         .stats = D->hstats[t],
         .loss_scale = 1.0f / (float)D->global_batch,
         .train = train,
         .task = &D->critical,
-        .grad_task = &d->grad_task,
-        .split = d->split ? &d->split[t] : NULL,
-        .group_sum = d->gsum[0] ? d->gsum : NULL,
+        .grad_task = &d->params.grad_task,
+        .split = d->xch.split ? &d->xch.split[t] : NULL,
+        .group_sum = d->xch.gsum[0] ? d->xch.gsum : NULL,
         .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
     };
     return io;
@@ -96,42 +96,42 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
     struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
     int err;
     const struct sc_task_opts *crit = &D->critical;
-    struct sc_load_block blk = {ds->c,           ds->h, ds->w, first->in_box.r0, first->in_box.r1, first->in_box.c0,
-                                first->in_box.c1};
+    struct sc_load_block blk = {
+        ds->c, ds->h, ds->w, first->xch.in_box.r0, first->xch.in_box.r1, first->xch.in_box.c0, first->xch.in_box.c1};
     for (int t = 0; t < D->ntiles && ds->synthetic; t++) {
         struct sc_layer *loss = &net->layers[net->nlayers - 1];
-        struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->in_box;
+        struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->xch.in_box;
         struct sc_synth_args a = {.seed = ds->seed,
                                   .kind = ds->synthetic - 1,
                                   .c = ds->c,
                                   .h = ds->h,
                                   .w = ds->w,
                                   .classes = ds->classes,
-                                  .r0 = first->in_box.r0,
-                                  .r1 = first->in_box.r1,
-                                  .c0 = first->in_box.c0,
-                                  .c1 = first->in_box.c1,
-                                  .n = first->tile_n[t],
+                                  .r0 = first->xch.in_box.r0,
+                                  .r1 = first->xch.in_box.r1,
+                                  .c0 = first->xch.in_box.c0,
+                                  .c1 = first->xch.in_box.c1,
+                                  .n = first->tiles.n[t],
                                   .nan_sample = ds->nan_sample};
-        if (a.n && (err = sc_insert_synth_load(crit, &a, idx + first->tile_s0[t], D->hx0[t], NULL, D->load_name)))
+        if (a.n && (err = sc_insert_synth_load(crit, &a, idx + first->tiles.s0[t], D->hx0[t], NULL, D->load_name)))
             return err;
-        a.n = last->tile_n[t];
+        a.n = last->tiles.n[t];
         if (a.n && (err = sc_insert_synth_labels(crit, &a, loss->whole_sample ? 1 : loss->in.h,
-                                                 loss->whole_sample ? 1 : loss->in.w, lb, idx + last->tile_s0[t],
+                                                 loss->whole_sample ? 1 : loss->in.w, lb, idx + last->tiles.s0[t],
                                                  D->hlabels[t], D->load_name)))
             return err;
     }
     for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
         if (!D->spatial) { /* one task for both when the tiles are alike */
             if ((err = sc_insert_load_batch(crit, ds->images, ds->labels, (int)sc_shape_size(&net->input),
-                                            first->tile_n[t], idx + first->tile_s0[t], D->hx0[t], D->hlabels[t],
+                                            first->tiles.n[t], idx + first->tiles.s0[t], D->hx0[t], D->hlabels[t],
                                             D->load_name)))
                 return err;
             continue;
         }
-        if ((err = sc_insert_load_images(crit, ds->images, &blk, first->tile_n[t], idx + first->tile_s0[t], D->hx0[t],
+        if ((err = sc_insert_load_images(crit, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t], D->hx0[t],
                                          D->load_name)) ||
-            (err = sc_insert_load_labels(crit, ds->labels, last->tile_n[t], idx + last->tile_s0[t], D->hlabels[t],
+            (err = sc_insert_load_labels(crit, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t], D->hlabels[t],
                                          D->load_name)))
             return err;
     }
@@ -140,10 +140,10 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
         struct sc_layer *L = &net->layers[l];
         if (L->alias)
             continue;
-        if (d->redist_fwd && (err = submit_assemble(&D->critical, d->redist_fwd, D->ld[L->src[0]].hy, d, 0, L->in.c,
-                                                    d->hxin, d->assemble_name)))
+        if (d->xch.redist_fwd && (err = submit_assemble(&D->critical, d->xch.redist_fwd, D->ld[L->src[0]].tiles.hy, d,
+                                                        0, L->in.c, d->xch.hxin, d->xch.assemble_name)))
             return err;
-        if (d->halo_x && (err = sc_fetch_submit(d->halo_x, crit, x_tiles(net, l))))
+        if (d->xch.halo_x && (err = sc_fetch_submit(d->xch.halo_x, crit, x_tiles(net, l))))
             return err;
         if (L->ops->forward_tiles) {
             struct sc_tile_io io[D->ntiles];
@@ -157,11 +157,11 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
             if (io.n && (err = L->ops->forward(L, &io)))
                 return err;
         }
-        if (train && d->replicated) {
-            err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->comm_task, D->ntiles, x_tiles(net, l), d->hxr,
-                                                           d->gather_x)
-                          : sc_tiles_allgather_submit(&d->comm_task, D->rt->comm, D->ntiles, d->tag_x, x_tiles(net, l),
-                                                      d->hxr, d->gather_x);
+        if (train && d->replica.on) {
+            err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, D->ntiles, x_tiles(net, l),
+                                                           d->replica.hxr, d->replica.gather_x)
+                          : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, D->ntiles, d->replica.tag_x,
+                                                      x_tiles(net, l), d->replica.hxr, d->replica.gather_x);
             if (err)
                 return err;
         }
@@ -177,30 +177,32 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
     struct sc_layer *layer = &net->layers[l];
     struct layer_data *d = &D->ld[l];
     int P = D->rt->size, T = D->ntiles, me = D->rt->rank, err;
-    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->comm_task, T, d->hdy, d->hdyr, d->gather_dy)
-                  : sc_tiles_allgather_submit(&d->comm_task, D->rt->comm, T, d->tag_dy, d->hdy, d->hdyr, d->gather_dy);
+    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, T, d->tiles.hdy, d->replica.hdyr,
+                                                   d->replica.gather_dy)
+                  : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, T, d->replica.tag_dy, d->tiles.hdy,
+                                              d->replica.hdyr, d->replica.gather_dy);
     if (err)
         return err;
     for (int q = 0; q < P && !err; q++)
         for (int t = 0; t < T && !err; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (q != me) {
-                io.x = d->hxr[q * T + t];
-                io.dy = d->hdyr[q * T + t];
+                io.x = d->replica.hxr[q * T + t];
+                io.dy = d->replica.hdyr[q * T + t];
             }
-            io.dparams = d->hpg[q * T + t];
+            io.dparams = d->replica.hpg[q * T + t];
             /* on the workers that give every rank the same bits */
-            io.task = io.grad_task = &d->replica_task;
+            io.task = io.grad_task = &d->params.replica_task;
             err = layer->ops->param_grad(layer, &io);
         }
     if (err)
         return err;
     for (int i = 1; i < P * T; i++)
-        if ((err = sc_insert_accumulate(&d->grad_task, d->hg, d->hpg[i], d->acc_name)))
+        if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, d->replica.hpg[i], d->replica.acc_name)))
             return err;
     if (D->gate)
-        return sc_gate_check_submit(D->gate, &d->grad_task, d->hg);
-    return sc_insert_sgd(&d->grad_task, sgd, d->hw, d->hv, d->hg, d->sgd_name);
+        return sc_gate_check_submit(D->gate, &d->params.grad_task, d->params.hg);
+    return sc_insert_sgd(&d->params.grad_task, sgd, d->params.hw, d->replica.hv, d->params.hg, d->replica.sgd_name);
 }
 
 /* The collective of a bucket, once the gradients of all its layers are
@@ -236,10 +238,11 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
         struct layer_data *d = &D->ld[l];
         if (net->layers[l].alias || !net->layers[l].nparams)
             continue;
-        if (d->replicated) {
-            err = sc_insert_sgd(&d->grad_task, &gated, d->hw, d->hv, d->hg, d->sgd_name);
+        if (d->replica.on) {
+            err = sc_insert_sgd(&d->params.grad_task, &gated, d->params.hw, d->replica.hv, d->params.hg,
+                                d->replica.sgd_name);
         } else {
-            struct bucket *b = &D->buckets[d->bucket];
+            struct bucket *b = &D->buckets[d->params.bucket];
             if (b->layer[b->nlayers - 1] == l)
                 err = submit_bucket_update(b, &gated);
         }
@@ -266,7 +269,7 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if (io.n && (err = layer->ops->act_backward(layer, &io)))
                 return err;
         }
-        if (d->halo_dy && (err = sc_fetch_submit(d->halo_dy, &D->critical, d->hdy)))
+        if (d->xch.halo_dy && (err = sc_fetch_submit(d->xch.halo_dy, &D->critical, d->tiles.hdy)))
             return err;
         if (layer->ops->backward_tiles) {
             struct sc_tile_io io[D->ntiles];
@@ -280,22 +283,23 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if (io.n && (err = layer->ops->backward(layer, &io)))
                 return err;
         }
-        if (d->redist_bwd && (err = submit_assemble(&D->critical, d->redist_bwd, d->hdxin, &D->ld[layer->src[0]], 1,
-                                                    layer->in.c, input_grad_tiles(net, l), d->assemble_name)))
+        if (d->xch.redist_bwd &&
+            (err = submit_assemble(&D->critical, d->xch.redist_bwd, d->xch.hdxin, &D->ld[layer->src[0]], 1, layer->in.c,
+                                   input_grad_tiles(net, l), d->xch.assemble_name)))
             return err;
         if (!layer->nparams)
             continue;
-        if (d->replicated) {
+        if (d->replica.on) {
             if ((err = submit_replicated_grad(net, l, sgd)))
                 return err;
             continue;
         }
         for (int t = 1; t < D->ntiles; t++)
-            if ((err = sc_insert_accumulate(&d->grad_task, d->hg, d->htile_g[t], layer->name)))
+            if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, d->params.htile_g[t], layer->name)))
                 return err;
         /* A bucket's collective right after the gradient of its last layer,
          * so that it overlaps the backward pass of the layers below. */
-        struct bucket *b = &D->buckets[d->bucket];
+        struct bucket *b = &D->buckets[d->params.bucket];
         if (b->layer[b->nlayers - 1] != l)
             continue;
         if ((err = submit_bucket_reduce(b, D->gate)) || (!D->gate && (err = submit_bucket_update(b, sgd))))
@@ -352,7 +356,7 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
             return err;
         }
         for (int t = 0; t < D->ntiles; t++)
-            if (last->tile_n[t] &&
+            if (last->tiles.n[t] &&
                 (err = sc_insert_accumulate(&D->critical, D->heval_acc[t], D->hstats[t], D->acc_name))) {
                 free(idx);
                 return err;

@@ -1,6 +1,6 @@
 /* CUDA side of the codelets: host-callable launchers of the kernels in
  * the .cu files beside it, and (for the C files built with SC_USE_CUDA) the
- * per-worker cuDNN/cuBLAS handles and device buffers of cl_cuda.c.
+ * per-worker cuDNN/cuBLAS handles and device buffers of cuda_worker.c.
  *
  * The launchers only enqueue work on the given stream (a StarPU worker's
  * starpu_cuda_get_local_stream(), the codelets being STARPU_CUDA_ASYNC) and
@@ -19,11 +19,11 @@
 extern "C" {
 #endif
 
-/* ---- vectors (cl_vector.c, cl_bn.c) ---- */
+/* ---- vectors (cl_accumulate.c, cl_sgd.c, cl_count_nonfinite.c) ---- */
 /* dst[i] += src[i] */
 cudaError_t sc_cuda_accumulate(float *dst, const float *src, size_t n, cudaStream_t s);
 cudaError_t sc_cuda_accumulate_f64(double *dst, const double *src, size_t n, cudaStream_t s);
-/* torch.optim.SGD as cl_vector.c's sgd1: v = momentum*v + (g + wd*w);
+/* torch.optim.SGD as cl_sgd.c's sgd1: v = momentum*v + (g + wd*w);
  * w -= lr*v.  skip (device, may be NULL): when *skip != 0, nothing changes.
  * gate (device, may be NULL): when *gate != 0, nothing changes. */
 cudaError_t sc_cuda_sgd(float *w, float *v, const float *g, size_t n, float lr, float momentum,
@@ -32,7 +32,7 @@ cudaError_t sc_cuda_sgd(float *w, float *v, const float *g, size_t n, float lr, 
  * to 0 first); flag may be device or mapped host memory. */
 cudaError_t sc_cuda_find_nonfinite(int *flag, const float *g, size_t n, cudaStream_t s);
 /* count[0] += 1 when some g[i] is NaN or Inf (one float), as
- * cl_vector.c's count_nonfinite.  scratch: one device int. */
+ * cl_count_nonfinite.c.  scratch: one device int. */
 cudaError_t sc_cuda_count_nonfinite(float *count, const float *g, size_t n, int *scratch, cudaStream_t s);
 
 /* ---- element-wise ---- */
@@ -60,14 +60,14 @@ cudaError_t sc_cuda_sum_ordered(int count, const void *const *src, void *dst, si
 cudaError_t sc_cuda_copy_box(float *dst, size_t ds, size_t dc, size_t dr, const float *src, size_t ss,
                              size_t sc, size_t sr, int ns, int nc, int nr, int nx, cudaStream_t s);
 
-/* ---- global average pooling (cl_eltwise.c) ---- */
+/* ---- global average pooling (cl_gap.c) ---- */
 /* y[r] = scale * sum of x[r*hw .. r*hw + hw) (in double), r < rows */
 cudaError_t sc_cuda_gap_fwd(float *y, const float *x, size_t rows, int hw, float scale, cudaStream_t s);
 /* dx[r*hw + p] = scale*dy[r] */
 cudaError_t sc_cuda_gap_bwd(float *dx, const float *dy, size_t rows, int hw, float scale, cudaStream_t s);
 
 /* ---- softmax cross-entropy (cl_xent.c with hw 1 and pad_label 1,
- * cl_eltwise.c's pixel_xent with pad_label 0) ----
+ * cl_pixel_xent.c's pixel_xent with pad_label 0) ----
  * logits[(i*classes + k)*hw + p], labels[i*hw + p]; dlogits (may be NULL)
  * as logits; stats[0] = sum of -log p(label) (in double), stats[1] = pixels
  * whose first argmax is the label.  A label outside [0, classes) counts
@@ -115,7 +115,7 @@ cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, cons
 }
 #endif
 
-/* ---- for the C codelets built with SC_USE_CUDA (cl_cuda.c) ---- */
+/* ---- for the C codelets built with SC_USE_CUDA (cuda_worker.c) ---- */
 #if defined(SC_USE_CUDA) && !defined(__CUDACC__)
 #include <cublas_v2.h>
 #include <cudnn.h>
@@ -146,12 +146,20 @@ int sc_cuda_check(cudaError_t e, const char *op);
 int sc_cudnn_check(cudnnStatus_t e, const char *op);
 int sc_cublas_check(cublasStatus_t e, const char *op);
 
-/* StarPU CUDA functions for the codelets of cl_vector.c (to be named in
- * their .cuda_funcs): buffers and arguments exactly as the CPU ones. */
-void sc_cuda_cl_accumulate_func(void *buffers[], void *cl_arg);
-void sc_cuda_cl_sgd_func(void *buffers[], void *cl_arg);
-void sc_cuda_cl_zero_func(void *buffers[], void *cl_arg);
-void sc_cuda_cl_count_nonfinite_func(void *buffers[], void *cl_arg);
+/* Device-written values that host functions on the calling worker's
+ * stream read, in pinned memory so that the copies are asynchronous.  One
+ * per worker is enough: all of a worker's work is on its one stream, where
+ * a host function ends before the next copy starts.  NULL outside a CUDA
+ * worker. */
+struct sc_cuda_verdict {
+    int flag;
+    float gate;
+    int bad_labels;
+};
+struct sc_cuda_verdict *sc_cuda_worker_verdict(void);
+/* A device int of the calling worker (beside the cross-entropy's
+ * accumulators in its SC_CUDA_BUF_SMALL buffer); NULL on failure. */
+int *sc_cuda_small_int(void);
 
 /* sc_cuda_xent on the calling worker's stream and buffers; out-of-range
  * labels are reported on stderr as the CPU kernels do, prefixed with op,

@@ -1,9 +1,10 @@
 /* The CUDA workers' own state: a cuDNN and a cuBLAS handle bound to the
  * worker's StarPU stream, device buffers grown on demand and pinned memory
  * for the verdicts the host needs (the convolution algorithms chosen per
- * shape live in cl_common.c's per-worker cache).  Also the CUDA functions
- * of the vector codelets of cl_vector.c and the cuDNN workspace's size.
- * Built only with SC_USE_CUDA. */
+ * shape live in cl_common.c's per-worker cache), the cuDNN workspace's
+ * size, and the cross-entropy runner the two softmax losses share.  No
+ * codelets here: each op's CUDA function is in its own cl_<op>.c.  Built
+ * only with SC_USE_CUDA. */
 #include "cl_common.h"
 #include "cuda/sc_cuda.h"
 
@@ -12,15 +13,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Device-written values read by host callbacks; pinned so that the copies
- * are asynchronous.  One per worker is enough: all of a worker's work is on
- * its one stream, where a callback ends before the next copy starts. */
-struct verdict {
-    int flag;
-    float gate;
-    int bad_labels;
-};
-
 struct cuda_worker {
     int ready;
     cudaStream_t stream;
@@ -28,7 +20,7 @@ struct cuda_worker {
     cublasHandle_t cublas;
     void *buf[SC_CUDA_NBUFS];
     size_t len[SC_CUDA_NBUFS];
-    struct verdict *pinned;
+    struct sc_cuda_verdict *pinned;
 };
 
 static struct cuda_worker workers[STARPU_NMAXWORKERS];
@@ -36,8 +28,7 @@ static struct cuda_worker workers[STARPU_NMAXWORKERS];
 static struct cuda_worker *me(void)
 {
     int id = starpu_worker_get_id();
-    if (id < 0 || id >= STARPU_NMAXWORKERS || starpu_worker_get_type(id) != STARPU_CUDA_WORKER ||
-        !workers[id].ready)
+    if (id < 0 || id >= STARPU_NMAXWORKERS || starpu_worker_get_type(id) != STARPU_CUDA_WORKER || !workers[id].ready)
         return NULL;
     return &workers[id];
 }
@@ -109,7 +100,7 @@ static void shutdown_worker(void *arg)
  * every worker that runs a convolution one, each CPU worker's too, in host
  * memory).  Algorithms needing more are passed over. */
 #define SC_CUDNN_WORKSPACE_MB_DEFAULT 64
-#define SC_CUDNN_WORKSPACE_MB_MAX 4095
+#define SC_CUDNN_WORKSPACE_MB_MAX     4095
 
 int sc_cuda_workspace_bytes(size_t *bytes)
 {
@@ -143,8 +134,10 @@ int sc_cuda_init(void)
         if (!workers[ids[i]].ready) {
             char name[64];
             starpu_worker_get_name(ids[i], name, sizeof name);
-            return sc_error(SC_ERR_RUNTIME, "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (see the "
-                            "error above); run without it (STARPU_NCUDA=0) or check the GPU", name);
+            return sc_error(SC_ERR_RUNTIME,
+                            "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (see the "
+                            "error above); run without it (STARPU_NCUDA=0) or check the GPU",
+                            name);
         }
     return 0;
 }
@@ -190,51 +183,23 @@ void *sc_cuda_worker_buf(int i, size_t bytes)
     return p;
 }
 
-/* ---- the vector codelets of cl_vector.c ---- */
-
-void sc_cuda_cl_accumulate_func(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    sc_cuda_check(sc_cuda_accumulate((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                                     (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                                     STARPU_VECTOR_GET_NX(buffers[0]), starpu_cuda_get_local_stream()),
-                  "accumulate");
-}
-
-void sc_cuda_cl_zero_func(void *buffers[], void *cl_arg)
-{
-    (void)cl_arg;
-    sc_cuda_check(cudaMemsetAsync((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0,
-                                  STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]),
-                                  starpu_cuda_get_local_stream()),
-                  "zero");
-}
-
 /* The device int beside the cross-entropy's accumulators. */
-static int *small_int(void)
+int *sc_cuda_small_int(void)
 {
     char *p = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
     return p ? (int *)(p + SC_CUDA_XENT_SCRATCH) : NULL;
 }
 
-void sc_cuda_cl_count_nonfinite_func(void *buffers[], void *cl_arg)
+struct sc_cuda_verdict *sc_cuda_worker_verdict(void)
 {
-    (void)cl_arg;
-    int *flag = small_int();
-    if (!flag) {
-        sc_kernel_failed("count_nonfinite");
-        return;
-    }
-    sc_cuda_check(sc_cuda_count_nonfinite((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                                          (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                                          STARPU_VECTOR_GET_NX(buffers[1]), flag, starpu_cuda_get_local_stream()),
-                  "count_nonfinite");
+    struct cuda_worker *w = me();
+    return w ? w->pinned : NULL;
 }
 
 struct labels_report {
     const char *op;
     int classes;
-    const struct verdict *v;
+    const struct sc_cuda_verdict *v;
 };
 
 static void CUDART_CB labels_report_cb(void *arg)
@@ -263,69 +228,5 @@ void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, i
                       op) ||
         sc_cuda_check(cudaMemcpyAsync(&w->pinned->bad_labels, bad, sizeof(int), cudaMemcpyDeviceToHost, s), op) ||
         sc_cuda_check(cudaLaunchHostFunc(s, labels_report_cb, r), op))
-        free(r);
-}
-
-struct sgd_record {
-    struct sc_nonfinite *watch;
-    int64_t iteration;
-    int flagged, gated;
-    const struct verdict *v;
-};
-
-/* Host function on the worker's stream, after the verdict's copies. */
-static void CUDART_CB sgd_record_cb(void *arg)
-{
-    struct sgd_record *r = arg;
-    if ((r->flagged && r->v->flag) || (r->gated && r->v->gate != 0.0f))
-        sc_nonfinite_record(r->watch, r->iteration);
-    free(r);
-}
-
-/* As cl_vector.c's cl_sgd_cpu_func: the gate, then (with a watch) the
- * finiteness check decide on the device whether the update happens; a
- * host function on the stream records a refused update in the watch. */
-void sc_cuda_cl_sgd_func(void *buffers[], void *cl_arg)
-{
-    struct sc_sgd_args a;
-    starpu_codelet_unpack_args(cl_arg, &a);
-    cudaStream_t s = starpu_cuda_get_local_stream();
-    struct cuda_worker *w = me();
-    const float *gate = a.gate ? (const float *)STARPU_VECTOR_GET_PTR(buffers[3]) : NULL;
-    const float *g = (const float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    int *flag = NULL;
-    /* Frozen: no update, but a closed gate is still recorded (the CPU
-     * function looks at the gate first). */
-    int frozen = a.watch && a.watch->freeze && __atomic_load_n(&a.watch->first_iteration, __ATOMIC_SEQ_CST);
-    if (a.watch) {
-        if (!w || !(flag = small_int())) {
-            sc_kernel_failed("sgd");
-            return;
-        }
-        if (frozen && !gate)
-            return;
-        if (!frozen && (sc_cuda_check(cudaMemsetAsync(flag, 0, sizeof *flag, s), "sgd") ||
-                        sc_cuda_check(sc_cuda_find_nonfinite(flag, g, n, s), "sgd")))
-            return;
-    }
-    if (!frozen && sc_cuda_check(sc_cuda_sgd((float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                                             (float *)STARPU_VECTOR_GET_PTR(buffers[1]), g, n, a.lr, a.momentum,
-                                             a.weight_decay, flag, gate, s),
-                                 "sgd"))
-        return;
-    if (!a.watch)
-        return;
-    struct sgd_record *r = malloc(sizeof *r);
-    if (!r) {
-        sc_kernel_failed("sgd");
-        return;
-    }
-    *r = (struct sgd_record){a.watch, a.iteration, !frozen, gate != NULL, w->pinned};
-    if ((!frozen &&
-         sc_cuda_check(cudaMemcpyAsync(&w->pinned->flag, flag, sizeof(int), cudaMemcpyDeviceToHost, s), "sgd")) ||
-        (gate && sc_cuda_check(cudaMemcpyAsync(&w->pinned->gate, gate, sizeof(float), cudaMemcpyDeviceToHost, s),
-                               "sgd")) ||
-        sc_cuda_check(cudaLaunchHostFunc(s, sgd_record_cb, r), "sgd"))
         free(r);
 }
