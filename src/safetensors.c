@@ -8,6 +8,7 @@
 #endif
 #include "starconv.h"
 #include "base/atomic_file.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -55,284 +56,69 @@ static int tensor_bytes(int ndim, const int64_t *shape, int elem_size, size_t *o
     return 0;
 }
 
-/* ---- a strict JSON reader for exactly the header's schema ----------------
- * It knows where objects, arrays, strings and integers may appear and
- * refuses anything else, so nesting is at most three deep by construction
- * and no input can make it recurse. */
-
-struct json {
-    const char *s;
-    size_t pos, len;
-    const char *path;
-};
-
-__attribute__((format(printf, 2, 3))) static int json_error(struct json *j, const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    return sc_error(SC_ERR_PARSE, "%s: bad safetensors header at byte %zu: %s", j->path, j->pos,
-                    what);
-}
-
-static void skip_ws(struct json *j)
-{
-    while (j->pos < j->len && (j->s[j->pos] == ' ' || j->s[j->pos] == '\t' ||
-                               j->s[j->pos] == '\n' || j->s[j->pos] == '\r'))
-        j->pos++;
-}
-
-/* Skips whitespace and returns the next character, 0 at the end. */
-static char peek(struct json *j)
-{
-    skip_ws(j);
-    return j->pos < j->len ? j->s[j->pos] : 0;
-}
-
-static int expect(struct json *j, char c)
-{
-    if (peek(j) != c)
-        return json_error(j, "expected '%c'", c);
-    j->pos++;
-    return SC_OK;
-}
-
-static int hex4(struct json *j, unsigned *out)
-{
-    if (j->len - j->pos < 4)
-        return json_error(j, "short \\u escape");
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = j->s[j->pos++];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
-            return json_error(j, "bad \\u escape");
-    }
-    *out = v;
-    return SC_OK;
-}
-
-static size_t put_utf8(char *o, unsigned cp)
-{
-    if (cp < 0x80) {
-        o[0] = (char)cp;
-        return 1;
-    }
-    if (cp < 0x800) {
-        o[0] = (char)(0xc0 | cp >> 6);
-        o[1] = (char)(0x80 | (cp & 0x3f));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | cp >> 12);
-        o[1] = (char)(0x80 | (cp >> 6 & 0x3f));
-        o[2] = (char)(0x80 | (cp & 0x3f));
-        return 3;
-    }
-    o[0] = (char)(0xf0 | cp >> 18);
-    o[1] = (char)(0x80 | (cp >> 12 & 0x3f));
-    o[2] = (char)(0x80 | (cp >> 6 & 0x3f));
-    o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-
-/* Decodes a string into a new NUL-terminated buffer.  An escaped NUL is
- * refused: the name would silently end there. */
-static int parse_string(struct json *j, char **out)
-{
-    *out = NULL;
-    int rc = expect(j, '"');
-    if (rc != SC_OK)
-        return rc;
-    /* Escapes only shrink, so the raw length bounds the decoded one. */
-    size_t end = j->pos;
-    while (end < j->len && j->s[end] != '"')
-        end += j->s[end] == '\\' ? 2 : 1;
-    if (end >= j->len)
-        return json_error(j, "unterminated string");
-    char *o = malloc(end - j->pos + 1);
-    if (!o)
-        return sc_error(SC_ERR_NOMEM, "%s: out of memory", j->path);
-    size_t n = 0;
-    while (j->s[j->pos] != '"') {
-        unsigned char c = (unsigned char)j->s[j->pos];
-        if (c < 0x20) {
-            rc = json_error(j, "control character in string");
-            goto fail;
-        }
-        j->pos++;
-        if (c != '\\') {
-            o[n++] = (char)c;
-            continue;
-        }
-        char e = j->s[j->pos++];
-        switch (e) {
-        case '"': o[n++] = '"'; break;
-        case '\\': o[n++] = '\\'; break;
-        case '/': o[n++] = '/'; break;
-        case 'b': o[n++] = '\b'; break;
-        case 'f': o[n++] = '\f'; break;
-        case 'n': o[n++] = '\n'; break;
-        case 'r': o[n++] = '\r'; break;
-        case 't': o[n++] = '\t'; break;
-        case 'u': {
-            unsigned cp, lo;
-            if ((rc = hex4(j, &cp)) != SC_OK)
-                goto fail;
-            if (cp >= 0xdc00 && cp <= 0xdfff) {
-                rc = json_error(j, "lone low surrogate in \\u escape");
-                goto fail;
-            }
-            if (cp >= 0xd800 && cp <= 0xdbff) {
-                if (j->len - j->pos < 2 || j->s[j->pos] != '\\' || j->s[j->pos + 1] != 'u') {
-                    rc = json_error(j, "high surrogate without a low one");
-                    goto fail;
-                }
-                j->pos += 2;
-                if ((rc = hex4(j, &lo)) != SC_OK)
-                    goto fail;
-                if (lo < 0xdc00 || lo > 0xdfff) {
-                    rc = json_error(j, "high surrogate without a low one");
-                    goto fail;
-                }
-                cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-            }
-            if (cp == 0) {
-                rc = json_error(j, "\\u0000 in string");
-                goto fail;
-            }
-            n += put_utf8(o + n, cp);
-            break;
-        }
-        default:
-            j->pos--;
-            rc = json_error(j, "bad escape '\\%c'", e);
-            goto fail;
-        }
-    }
-    j->pos++;
-    o[n] = '\0';
-    *out = o;
-    return SC_OK;
-fail:
-    free(o);
-    return rc;
-}
-
-static int parse_uint(struct json *j, uint64_t max, uint64_t *out)
-{
-    char c = peek(j);
-    if (c < '0' || c > '9')
-        return json_error(j, "expected a non-negative integer");
-    size_t start = j->pos;
-    uint64_t v = 0;
-    while (j->pos < j->len && j->s[j->pos] >= '0' && j->s[j->pos] <= '9') {
-        unsigned d = (unsigned)(j->s[j->pos] - '0');
-        if (v > (max - d) / 10)
-            return json_error(j, "integer too large");
-        v = v * 10 + d;
-        j->pos++;
-    }
-    if (j->s[start] == '0' && j->pos - start > 1) {
-        j->pos = start;
-        return json_error(j, "leading zero in integer");
-    }
-    if (j->pos < j->len && (j->s[j->pos] == '.' || j->s[j->pos] == 'e' || j->s[j->pos] == 'E'))
-        return json_error(j, "expected an integer, not a fraction");
-    *out = v;
-    return SC_OK;
-}
+/* ---- the header's schema, read with base/json.h's cursor ----------------
+ * The reader knows where objects, arrays, strings and integers may appear
+ * and refuses anything else, so nesting is at most three deep by
+ * construction and no input can make it recurse. */
 
 /* Reads an array of at most cap integers into vals, its length into *n. */
-static int parse_uint_array(struct json *j, uint64_t max, uint64_t *vals, int cap, int *n,
-                            const char *what)
+static int parse_uint_array(struct sc_json *j, uint64_t max, uint64_t *vals, int cap, int *n, const char *what)
 {
-    int rc = expect(j, '[');
+    int rc = sc_json_expect(j, '[');
     *n = 0;
     if (rc != SC_OK)
         return rc;
-    if (peek(j) == ']') {
+    if (sc_json_peek(j) == ']') {
         j->pos++;
         return SC_OK;
     }
     for (;;) {
         uint64_t v = 0;
-        if ((rc = parse_uint(j, max, &v)) != SC_OK)
+        if ((rc = sc_json_uint(j, max, &v)) != SC_OK)
             return rc;
         if (*n == cap)
-            return json_error(j, "%s has more than %d elements", what, cap);
+            return sc_json_error(j, "%s has more than %d elements", what, cap);
         vals[(*n)++] = v;
-        char c = peek(j);
+        char c = sc_json_peek(j);
         j->pos++;
         if (c == ']')
             return SC_OK;
         if (c != ',') {
             j->pos--;
-            return json_error(j, "expected ',' or ']' in %s", what);
+            return sc_json_error(j, "expected ',' or ']' in %s", what);
         }
     }
 }
 
-/* Iterates over "key": value members; *key is the caller's to free. */
-static int next_member(struct json *j, int *first, char **key)
+static int parse_metadata(struct sc_json *j)
 {
-    *key = NULL;
-    char c = peek(j);
-    if (c == '}') {
-        j->pos++;
-        return 0;
-    }
-    if (!*first) {
-        if (c != ',')
-            return json_error(j, "expected ',' or '}'");
-        j->pos++;
-    }
-    *first = 0;
-    int rc = parse_string(j, key);
-    if (rc == SC_OK && (rc = expect(j, ':')) != SC_OK) {
-        free(*key);
-        *key = NULL;
-    }
-    return rc != SC_OK ? rc : 1;
-}
-
-static int parse_metadata(struct json *j)
-{
-    int rc = expect(j, '{'), first = 1;
+    int rc = sc_json_expect(j, '{'), first = 1;
     char *key, *val;
-    while (rc == SC_OK && (rc = next_member(j, &first, &key)) == 1) {
-        if (peek(j) != '"')
-            rc = json_error(j, "__metadata__ value for '%.64s' is not a string", key);
-        else if ((rc = parse_string(j, &val)) == SC_OK)
+    while (rc == SC_OK && (rc = sc_json_next_member(j, &first, &key)) == 1) {
+        if (sc_json_peek(j) != '"')
+            rc = sc_json_error(j, "__metadata__ value for '%.64s' is not a string", key);
+        else if ((rc = sc_json_string(j, &val)) == SC_OK)
             free(val);
         free(key);
     }
     return rc;
 }
 
-static int parse_tensor(struct json *j, struct sc_st_tensor *t, size_t data_bytes)
+static int parse_tensor(struct sc_json *j, struct sc_st_tensor *t, size_t data_bytes)
 {
-    int rc = expect(j, '{'), first = 1;
+    int rc = sc_json_expect(j, '{'), first = 1;
     int have_dtype = 0, have_shape = 0, have_offsets = 0, noff = 0, elem = 0;
     uint64_t shape[SC_ST_MAXDIM], off[2];
     char *key;
-    while (rc == SC_OK && (rc = next_member(j, &first, &key)) == 1) {
+    while (rc == SC_OK && (rc = sc_json_next_member(j, &first, &key)) == 1) {
         rc = SC_OK;
         if (strcmp(key, "dtype") == 0 && !have_dtype) {
             char *d;
             have_dtype = 1;
-            if ((rc = parse_string(j, &d)) == SC_OK) {
+            if ((rc = sc_json_string(j, &d)) == SC_OK) {
                 elem = dtype_size(d);
                 if (!elem)
-                    rc = json_error(j, "tensor '%.100s': unknown dtype '%.16s'", t->name, d);
+                    rc = sc_json_error(j, "tensor '%.100s': unknown dtype '%.16s'", t->name, d);
                 else
                     strcpy(t->dtype, d); /* every known name fits dtype[8] */
                 free(d);
@@ -344,31 +130,35 @@ static int parse_tensor(struct json *j, struct sc_st_tensor *t, size_t data_byte
             have_offsets = 1;
             rc = parse_uint_array(j, UINT64_MAX, off, 2, &noff, "data_offsets");
             if (rc == SC_OK && noff != 2)
-                rc = json_error(j, "tensor '%.100s': data_offsets needs 2 integers", t->name);
+                rc = sc_json_error(j, "tensor '%.100s': data_offsets needs 2 integers", t->name);
         } else if (strcmp(key, "dtype") == 0 || strcmp(key, "shape") == 0 ||
                    strcmp(key, "data_offsets") == 0) {
-            rc = json_error(j, "tensor '%.100s': duplicate '%s'", t->name, key);
+            rc = sc_json_error(j, "tensor '%.100s': duplicate '%s'", t->name, key);
         } else {
-            rc = json_error(j, "tensor '%.100s': unknown field '%.64s'", t->name, key);
+            rc = sc_json_error(j, "tensor '%.100s': unknown field '%.64s'", t->name, key);
         }
         free(key);
     }
     if (rc != SC_OK)
         return rc;
     if (!have_dtype || !have_shape || !have_offsets)
-        return json_error(j, "tensor '%.100s' lacks '%s'", t->name,
-                          !have_dtype ? "dtype" : !have_shape ? "shape" : "data_offsets");
+        return sc_json_error(j, "tensor '%.100s' lacks '%s'", t->name,
+                             !have_dtype   ? "dtype"
+                             : !have_shape ? "shape"
+                                           : "data_offsets");
     for (int i = 0; i < t->ndim; i++)
         t->shape[i] = (int64_t)shape[i];
     size_t want;
     if (off[0] > off[1] || off[1] > data_bytes)
-        return json_error(j, "tensor '%.100s': data_offsets [%llu, %llu] outside the %zu-byte "
-                          "data section", t->name, (unsigned long long)off[0],
-                          (unsigned long long)off[1], data_bytes);
+        return sc_json_error(j,
+                             "tensor '%.100s': data_offsets [%llu, %llu] outside the %zu-byte "
+                             "data section",
+                             t->name, (unsigned long long)off[0], (unsigned long long)off[1], data_bytes);
     if (tensor_bytes(t->ndim, t->shape, elem, &want) != 0 || want != off[1] - off[0])
-        return json_error(j, "tensor '%.100s': data_offsets [%llu, %llu] do not match "
-                          "%s with its shape", t->name, (unsigned long long)off[0],
-                          (unsigned long long)off[1], t->dtype);
+        return sc_json_error(j,
+                             "tensor '%.100s': data_offsets [%llu, %llu] do not match "
+                             "%s with its shape",
+                             t->name, (unsigned long long)off[0], (unsigned long long)off[1], t->dtype);
     t->offset = (size_t)off[0];
     t->nbytes = want;
     return SC_OK;
@@ -424,15 +214,15 @@ static int check_layout(struct sc_st_file *f, const char *path)
 
 static int parse_header(const char *text, size_t len, const char *path, struct sc_st_file *f)
 {
-    struct json j = {text, 0, len, path};
-    int rc = expect(&j, '{'), first = 1, cap = 0, have_meta = 0;
+    struct sc_json j = {text, len, 0, path, "bad safetensors header"};
+    int rc = sc_json_expect(&j, '{'), first = 1, cap = 0, have_meta = 0;
     char *key;
-    while (rc == SC_OK && (rc = next_member(&j, &first, &key)) == 1) {
+    while (rc == SC_OK && (rc = sc_json_next_member(&j, &first, &key)) == 1) {
         rc = SC_OK;
         if (strcmp(key, "__metadata__") == 0) {
             free(key);
             if (have_meta)
-                rc = json_error(&j, "duplicate __metadata__");
+                rc = sc_json_error(&j, "duplicate __metadata__");
             else
                 rc = parse_metadata(&j);
             have_meta = 1;
@@ -456,9 +246,9 @@ static int parse_header(const char *text, size_t len, const char *path, struct s
     if (rc != SC_OK)
         return rc;
     /* Writers pad the header with spaces to align the data section. */
-    skip_ws(&j);
+    sc_json_peek(&j);
     if (j.pos != j.len)
-        return json_error(&j, "unexpected text after the header object");
+        return sc_json_error(&j, "unexpected text after the header object");
     return check_layout(f, path);
 }
 

@@ -20,6 +20,7 @@
 #include "trace.h"
 #include "starconv.h"
 #include "base/atomic_file.h"
+#include "base/json.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -327,314 +328,17 @@ int sc_trace_write_json(const struct sc_trace *t, const char *path)
     return rc;
 }
 
-/* ---- JSON reader ---------------------------------------------------------
- * The whole file becomes a tree of values first, so that keys may come in
- * any order and unknown ones are skipped, then the tree is read as a trace.
- * Recursion is bounded by MAX_DEPTH; positions in messages are byte offsets
- * from 0. */
+/* ---- reader: the file as a tree of JSON values (base/json.h), read as a
+ * trace; positions in messages are byte offsets from 0. */
 
-enum jtype { J_NULL, J_FALSE, J_TRUE, J_NUM, J_STR, J_ARR, J_OBJ };
-
-struct jval {
-    enum jtype type;
-    size_t pos;       /* where the value starts in the file */
-    double num;
-    char *str;        /* J_STR: decoded, NUL-terminated (NUL itself is refused) */
-    size_t n, cap;    /* J_ARR, J_OBJ: items */
-    struct jval *item;
-    char **key;       /* J_OBJ: key[i] names item[i] */
-};
-
-struct jparser {
-    const char *base, *p, *end;
-    const char *path;
-    int depth;
-};
-
-static void jfree(struct jval *v)
+__attribute__((format(printf, 3, 4))) static int jerr(const char *path, size_t pos, const char *fmt, ...)
 {
-    for (size_t i = 0; i < v->n; i++) {
-        jfree(&v->item[i]);
-        if (v->key)
-            free(v->key[i]);
-    }
-    free(v->item);
-    free(v->key);
-    free(v->str);
-}
-
-__attribute__((format(printf, 3, 4))) static int jerr(const char *path, size_t pos,
-                                                      const char *fmt, ...)
-{
-    char what[256];
+    struct sc_json where = {NULL, 0, 0, path, NULL};
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
+    int rc = sc_json_verror_at(&where, pos, fmt, ap);
     va_end(ap);
-    return sc_error(SC_ERR_PARSE, "%s: byte %zu: %s", path, pos, what);
-}
-
-static int perr(struct jparser *ps, const char *what)
-{
-    if (ps->p >= ps->end)
-        return jerr(ps->path, (size_t)(ps->p - ps->base), "%s, found the end of the file", what);
-    unsigned char ch = (unsigned char)*ps->p;
-    if (ch >= 0x20 && ch < 0x7f)
-        return jerr(ps->path, (size_t)(ps->p - ps->base), "%s, found '%c'", what, ch);
-    return jerr(ps->path, (size_t)(ps->p - ps->base), "%s, found byte 0x%02x", what, ch);
-}
-
-static void skip_ws(struct jparser *ps)
-{
-    while (ps->p < ps->end && (*ps->p == ' ' || *ps->p == '\t' || *ps->p == '\n' || *ps->p == '\r'))
-        ps->p++;
-}
-
-static int hex4(const char *s, const char *end, unsigned *out)
-{
-    unsigned v = 0;
-    if (end - s < 4)
-        return -1;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        unsigned d = c >= '0' && c <= '9'   ? (unsigned)(c - '0')
-                     : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-                     : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10)
-                                            : 16u;
-        if (d == 16)
-            return -1;
-        v = v * 16 + d;
-    }
-    *out = v;
-    return 0;
-}
-
-static char *put_utf8(char *o, unsigned u)
-{
-    if (u < 0x80) {
-        *o++ = (char)u;
-    } else if (u < 0x800) {
-        *o++ = (char)(0xc0 | u >> 6);
-        *o++ = (char)(0x80 | (u & 0x3f));
-    } else if (u < 0x10000) {
-        *o++ = (char)(0xe0 | u >> 12);
-        *o++ = (char)(0x80 | (u >> 6 & 0x3f));
-        *o++ = (char)(0x80 | (u & 0x3f));
-    } else {
-        *o++ = (char)(0xf0 | u >> 18);
-        *o++ = (char)(0x80 | (u >> 12 & 0x3f));
-        *o++ = (char)(0x80 | (u >> 6 & 0x3f));
-        *o++ = (char)(0x80 | (u & 0x3f));
-    }
-    return o;
-}
-
-/* At the opening quote.  The decoded text is never longer than the raw one
- * (an escape of 6 bytes gives at most 3, a pair of 12 gives 4). */
-static int parse_string(struct jparser *ps, char **out)
-{
-    const char *s = ps->p + 1, *q = s;
-    while (q < ps->end && *q != '"')
-        q += *q == '\\' ? 2 : 1;
-    if (q >= ps->end)
-        return perr(ps, "unterminated string");
-    char *buf = malloc((size_t)(q - s) + 1), *o = buf;
-    if (!buf)
-        return sc_error(SC_ERR_NOMEM, "%s: out of memory", ps->path);
-    for (ps->p = s; ps->p < q;) {
-        unsigned char ch = (unsigned char)*ps->p;
-        if (ch < 0x20) {
-            free(buf);
-            return perr(ps, "control character in a string");
-        }
-        if (ch != '\\') {
-            *o++ = (char)ch;
-            ps->p++;
-            continue;
-        }
-        char esc = ps->p[1];
-        const char *simple = strchr("\"\\/bfnrt", esc);
-        if (esc && simple) {
-            *o++ = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            ps->p += 2;
-            continue;
-        }
-        unsigned u, lo;
-        if (esc != 'u' || hex4(ps->p + 2, q, &u) != 0) {
-            free(buf);
-            return perr(ps, "bad escape in a string");
-        }
-        if (u >= 0xdc00 && u < 0xe000) {
-            free(buf);
-            return perr(ps, "unpaired surrogate in a string");
-        }
-        if (u >= 0xd800 && u < 0xdc00) {
-            if (q - ps->p < 12 || ps->p[6] != '\\' || ps->p[7] != 'u' ||
-                hex4(ps->p + 8, q, &lo) != 0 || lo < 0xdc00 || lo >= 0xe000) {
-                free(buf);
-                return perr(ps, "unpaired surrogate in a string");
-            }
-            u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-            ps->p += 6;
-        }
-        if (u == 0) {
-            free(buf);
-            return perr(ps, "\\u0000 in a string");
-        }
-        o = put_utf8(o, u);
-        ps->p += 6;
-    }
-    *o = '\0';
-    ps->p = q + 1;
-    *out = buf;
-    return 0;
-}
-
-static int parse_number(struct jparser *ps, double *out)
-{
-    const char *s = ps->p, *p = s, *end = ps->end;
-#define DIGIT(p) ((p) < end && *(p) >= '0' && *(p) <= '9')
-    if (p < end && *p == '-')
-        p++;
-    if (p < end && *p == '0')
-        p++;
-    else if (DIGIT(p))
-        while (DIGIT(p))
-            p++;
-    else
-        return perr(ps, "bad number");
-    if (p < end && *p == '.') {
-        p++;
-        if (!DIGIT(p))
-            return ps->p = p, perr(ps, "bad number: no digit after '.'");
-        while (DIGIT(p))
-            p++;
-    }
-    if (p < end && (*p == 'e' || *p == 'E')) {
-        p++;
-        if (p < end && (*p == '+' || *p == '-'))
-            p++;
-        if (!DIGIT(p))
-            return ps->p = p, perr(ps, "bad number: no digit in the exponent");
-        while (DIGIT(p))
-            p++;
-    }
-#undef DIGIT
-    /* The buffer ends with a NUL and the span is plain decimal, so strtod
-     * reads exactly the span. */
-    char *e;
-    double v = strtod(s, &e);
-    if (e != p)
-        return perr(ps, "bad number");
-    if (!isfinite(v))
-        return perr(ps, "number out of range");
-    ps->p = p;
-    *out = v;
-    return 0;
-}
-
-static int parse_value(struct jparser *ps, struct jval *v);
-
-/* Grow v's items by one zeroed slot; it is counted at once, so that jfree
- * of the parent frees whatever a failed parse left in it. */
-static struct jval *add_item(struct jval *v)
-{
-    if (v->n == v->cap) {
-        size_t cap = v->cap ? 2 * v->cap : 4;
-        struct jval *item = realloc(v->item, cap * sizeof *item);
-        if (!item)
-            return NULL;
-        v->item = item;
-        if (v->type == J_OBJ) {
-            char **key = realloc(v->key, cap * sizeof *key);
-            if (!key)
-                return NULL;
-            v->key = key;
-        }
-        v->cap = cap;
-    }
-    struct jval *it = &v->item[v->n];
-    memset(it, 0, sizeof *it);
-    if (v->key)
-        v->key[v->n] = NULL;
-    v->n++;
-    return it;
-}
-
-static int parse_container(struct jparser *ps, struct jval *v)
-{
-    char close = *ps->p == '{' ? '}' : ']';
-    v->type = close == '}' ? J_OBJ : J_ARR;
-    if (++ps->depth > MAX_DEPTH)
-        return jerr(ps->path, (size_t)(ps->p - ps->base), "nested deeper than %d", MAX_DEPTH);
-    ps->p++;
-    skip_ws(ps);
-    if (ps->p < ps->end && *ps->p == close) {
-        ps->p++;
-        ps->depth--;
-        return 0;
-    }
-    for (;;) {
-        skip_ws(ps);
-        struct jval *it = add_item(v);
-        if (!it)
-            return sc_error(SC_ERR_NOMEM, "%s: out of memory", ps->path);
-        if (v->type == J_OBJ) {
-            if (ps->p >= ps->end || *ps->p != '"')
-                return perr(ps, "expected a key string");
-            int rc = parse_string(ps, &v->key[v->n - 1]);
-            if (rc)
-                return rc;
-            skip_ws(ps);
-            if (ps->p >= ps->end || *ps->p != ':')
-                return perr(ps, "expected ':'");
-            ps->p++;
-        }
-        int rc = parse_value(ps, it);
-        if (rc)
-            return rc;
-        skip_ws(ps);
-        if (ps->p < ps->end && *ps->p == ',') {
-            ps->p++;
-            continue;
-        }
-        if (ps->p < ps->end && *ps->p == close) {
-            ps->p++;
-            ps->depth--;
-            return 0;
-        }
-        return perr(ps, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
-    }
-}
-
-static int parse_value(struct jparser *ps, struct jval *v)
-{
-    static const struct { const char *word; enum jtype type; } words[] = {
-        {"null", J_NULL}, {"false", J_FALSE}, {"true", J_TRUE}};
-    skip_ws(ps);
-    v->pos = (size_t)(ps->p - ps->base);
-    if (ps->p >= ps->end)
-        return perr(ps, "expected a value");
-    char ch = *ps->p;
-    if (ch == '{' || ch == '[')
-        return parse_container(ps, v);
-    if (ch == '"') {
-        v->type = J_STR;
-        return parse_string(ps, &v->str);
-    }
-    if (ch == '-' || (ch >= '0' && ch <= '9')) {
-        v->type = J_NUM;
-        return parse_number(ps, &v->num);
-    }
-    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        size_t len = strlen(words[i].word);
-        if ((size_t)(ps->end - ps->p) >= len && memcmp(ps->p, words[i].word, len) == 0) {
-            v->type = words[i].type;
-            ps->p += len;
-            return 0;
-        }
-    }
-    return perr(ps, "expected a value");
+    return rc;
 }
 
 static int read_file(const char *path, char **out, size_t *len)
@@ -671,44 +375,35 @@ static int read_file(const char *path, char **out, size_t *len)
     return 0;
 }
 
-static const struct jval *jget(const struct jval *obj, const char *key)
-{
-    for (size_t i = 0; i < obj->n; i++)
-        if (strcmp(obj->key[i], key) == 0)
-            return &obj->item[i];
-    return NULL;
-}
-
 /* An integral number in [lo, hi]. */
-static int jint(const struct jval *v, double lo, double hi, int64_t *out)
+static int jint(const struct sc_json_value *v, double lo, double hi, int64_t *out)
 {
-    if (!v || v->type != J_NUM || v->num != floor(v->num) || v->num < lo || v->num > hi)
+    if (!v || v->type != SC_JSON_NUM || v->num != floor(v->num) || v->num < lo || v->num > hi)
         return -1;
     *out = (int64_t)v->num;
     return 0;
 }
 
-static int read_event(const char *path, size_t idx, const struct jval *ev,
-                      struct sc_trace_event *out)
+static int read_event(const char *path, size_t idx, const struct sc_json_value *ev, struct sc_trace_event *out)
 {
-    const struct jval *name = jget(ev, "name"), *args = jget(ev, "args");
-    const struct jval *ts = jget(ev, "ts"), *dur = jget(ev, "dur");
-    const struct jval *iter = args && args->type == J_OBJ ? jget(args, "iteration") : NULL;
+    const struct sc_json_value *name = sc_json_get(ev, "name"), *args = sc_json_get(ev, "args");
+    const struct sc_json_value *ts = sc_json_get(ev, "ts"), *dur = sc_json_get(ev, "dur");
+    const struct sc_json_value *iter = args && args->type == SC_JSON_OBJ ? sc_json_get(args, "iteration") : NULL;
     int64_t pid, tid, it;
     memset(out, 0, sizeof *out);
-    if (!name || name->type != J_STR)
+    if (!name || name->type != SC_JSON_STR)
         return jerr(path, ev->pos, "traceEvents[%zu]: \"name\" missing or not a string", idx);
     if (strlen(name->str) >= sizeof out->name)
         return jerr(path, name->pos, "traceEvents[%zu]: name longer than %zu bytes", idx,
                     sizeof out->name - 1);
-    if (jint(jget(ev, "pid"), 0, MAX_RANKS - 1, &pid))
+    if (jint(sc_json_get(ev, "pid"), 0, MAX_RANKS - 1, &pid))
         return jerr(path, ev->pos, "traceEvents[%zu]: \"pid\" missing or not an integer in 0..%d",
                     idx, MAX_RANKS - 1);
-    if (jint(jget(ev, "tid"), 0, 2147483647.0, &tid))
+    if (jint(sc_json_get(ev, "tid"), 0, 2147483647.0, &tid))
         return jerr(path, ev->pos, "traceEvents[%zu]: \"tid\" missing or not an integer >= 0", idx);
-    if (!ts || ts->type != J_NUM)
+    if (!ts || ts->type != SC_JSON_NUM)
         return jerr(path, ev->pos, "traceEvents[%zu]: \"ts\" missing or not a number", idx);
-    if (!dur || dur->type != J_NUM || dur->num < 0)
+    if (!dur || dur->type != SC_JSON_NUM || dur->num < 0)
         return jerr(path, ev->pos, "traceEvents[%zu]: \"dur\" missing or not a number >= 0", idx);
     if (!isfinite(ts->num + dur->num))
         return jerr(path, ev->pos, "traceEvents[%zu]: end time out of range", idx);
@@ -724,7 +419,7 @@ static int read_event(const char *path, size_t idx, const struct jval *ev,
     return 0;
 }
 
-static int read_other(const char *path, const struct jval *od, struct sc_trace *t)
+static int read_other(const char *path, const struct sc_json_value *od, struct sc_trace *t)
 {
     static const struct { const char *key; double lo, hi; } keys[] = {
         {"ranks", 1, MAX_RANKS},
@@ -734,24 +429,24 @@ static int read_other(const char *path, const struct jval *od, struct sc_trace *
         {"global_batch", 0, 2147483647.0},
     };
     int64_t v[5];
-    if (od->type != J_OBJ)
+    if (od->type != SC_JSON_OBJ)
         return jerr(path, od->pos, "\"otherData\" is not an object");
     for (int i = 0; i < 5; i++)
-        if (jint(jget(od, keys[i].key), keys[i].lo, keys[i].hi, &v[i]))
+        if (jint(sc_json_get(od, keys[i].key), keys[i].lo, keys[i].hi, &v[i]))
             return jerr(path, od->pos, "otherData: \"%s\" missing or not an integer in %.0f..%.0f",
                         keys[i].key, keys[i].lo, keys[i].hi);
-    const struct jval *model = jget(od, "model");
-    if (!model || model->type != J_STR)
+    const struct sc_json_value *model = sc_json_get(od, "model");
+    if (!model || model->type != SC_JSON_STR)
         return jerr(path, od->pos, "otherData: \"model\" missing or not a string");
     if (strlen(model->str) >= sizeof t->model)
         return jerr(path, model->pos, "otherData: model longer than %zu bytes",
                     sizeof t->model - 1);
-    const struct jval *placement = jget(od, "placement");
+    const struct sc_json_value *placement = sc_json_get(od, "placement");
     if (placement) {
-        if (placement->type != J_ARR || placement->n != (size_t)v[0])
+        if (placement->type != SC_JSON_ARR || placement->n != (size_t)v[0])
             return jerr(path, placement->pos, "otherData: \"placement\" is not an array of %d strings", (int)v[0]);
         for (size_t r = 0; r < placement->n; r++)
-            if (placement->item[r].type != J_STR || strlen(placement->item[r].str) >= SC_TRACE_PLACEMENT_LEN)
+            if (placement->item[r].type != SC_JSON_STR || strlen(placement->item[r].str) >= SC_TRACE_PLACEMENT_LEN)
                 return jerr(path, placement->item[r].pos,
                             "otherData: placement[%zu] is not a string of less than %d bytes", r,
                             SC_TRACE_PLACEMENT_LEN);
@@ -769,22 +464,22 @@ static int read_other(const char *path, const struct jval *od, struct sc_trace *
     return 0;
 }
 
-static int read_trace(const char *path, const struct jval *root, struct sc_trace *t)
+static int read_trace(const char *path, const struct sc_json_value *root, struct sc_trace *t)
 {
-    if (root->type != J_OBJ)
+    if (root->type != SC_JSON_OBJ)
         return jerr(path, root->pos, "not a JSON object with \"traceEvents\"");
-    const struct jval *evs = jget(root, "traceEvents"), *od = jget(root, "otherData");
-    if (!evs || evs->type != J_ARR)
+    const struct sc_json_value *evs = sc_json_get(root, "traceEvents"), *od = sc_json_get(root, "otherData");
+    if (!evs || evs->type != SC_JSON_ARR)
         return jerr(path, evs ? evs->pos : root->pos, "\"traceEvents\" missing or not an array");
     int rc = od ? read_other(path, od, t) : 0;
     if (rc)
         return rc;
     size_t n = 0;
     for (size_t i = 0; i < evs->n; i++) {
-        const struct jval *ev = &evs->item[i], *ph;
-        if (ev->type != J_OBJ)
+        const struct sc_json_value *ev = &evs->item[i], *ph;
+        if (ev->type != SC_JSON_OBJ)
             return jerr(path, ev->pos, "traceEvents[%zu] is not an object", i);
-        if (!(ph = jget(ev, "ph")) || ph->type != J_STR)
+        if (!(ph = sc_json_get(ev, "ph")) || ph->type != SC_JSON_STR)
             return jerr(path, ev->pos, "traceEvents[%zu]: \"ph\" missing or not a string", i);
         n += strcmp(ph->str, "X") == 0;
     }
@@ -793,8 +488,8 @@ static int read_trace(const char *path, const struct jval *root, struct sc_trace
         return sc_error(SC_ERR_NOMEM, "%s: out of memory for %zu events", path, n);
     int maxpid = 0, maxtid = -1;
     for (size_t i = 0; i < evs->n; i++) {
-        const struct jval *ev = &evs->item[i];
-        if (strcmp(jget(ev, "ph")->str, "X") != 0)
+        const struct sc_json_value *ev = &evs->item[i];
+        if (strcmp(sc_json_get(ev, "ph")->str, "X") != 0)
             continue;
         struct sc_trace_event *e = &t->ev[t->n];
         if ((rc = read_event(path, i, ev, e)))
@@ -836,18 +531,14 @@ int sc_trace_read_json(const char *path, struct sc_trace *t)
         free(buf);
         return jerr(path, 0, "empty file");
     }
-    struct jparser ps = {buf, buf, buf + len, path, 0};
-    struct jval root;
-    memset(&root, 0, sizeof root);
-    rc = parse_value(&ps, &root);
-    if (rc == 0) {
-        skip_ws(&ps);
-        if (ps.p < ps.end)
-            rc = perr(&ps, "expected the end of the file after the JSON value");
-    }
+    struct sc_json j = {buf, len, 0, path, NULL};
+    struct sc_json_value root;
+    rc = sc_json_parse_value(&j, &root, MAX_DEPTH);
+    if (rc == 0)
+        rc = sc_json_expect_end(&j);
     if (rc == 0)
         rc = read_trace(path, &root, t);
-    jfree(&root);
+    sc_json_free(&root);
     free(buf);
     if (rc)
         sc_trace_free(t);
