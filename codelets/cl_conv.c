@@ -1,5 +1,6 @@
 /* Convolution forward (optionally with ReLU), backward data, backward
- * weights + bias, through oneDNN. */
+ * weights + bias: on CPU workers through oneDNN (kernel_conv.c), on CUDA
+ * workers through cuDNN. */
 #include "cl_common.h"
 
 #include <stdlib.h>
@@ -9,190 +10,6 @@
 
 #include <starpu_cuda.h>
 #endif
-
-#define TRY(x) do { if ((x) != dnnl_success) goto fail; } while (0)
-
-struct conv_mds {
-    dnnl_memory_desc_t x, w, b, y;
-};
-
-/* The caller's buffers are NCHW/OIHW (plain).  oneDNN's fast kernels want
- * channel-blocked layouts (measured 2-4x faster for LeNet's layers, reorders
- * included), so the primitives are created on "any" layouts and reorders
- * bridge the two. */
-static void conv_mds(struct conv_mds *m, const struct sc_conv_args *a, int plain)
-{
-    dnnl_format_tag_t act = plain ? dnnl_nchw : dnnl_format_tag_any;
-    sc_md_nchw(&m->x, a->n, a->c, a->h, a->w, act);
-    sc_md_nchw(&m->w, a->f, a->c, a->kh, a->kw, plain ? dnnl_oihw : dnnl_format_tag_any);
-    sc_md_1d(&m->b, a->f);
-    sc_md_nchw(&m->y, a->n, a->f, a->oh, a->ow, act);
-}
-
-#define CONV_GEOMETRY(a)                                                              \
-    dnnl_dims_t strides = {(a)->sh, (a)->sw}, pad_l = {(a)->ph, (a)->pw},             \
-                pad_r = {sc_pad_r((a)->h, (a)->kh, (a)->sh, (a)->ph, (a)->oh),        \
-                         sc_pad_r((a)->w, (a)->kw, (a)->sw, (a)->pw, (a)->ow)}
-
-/* The forward descriptor, also the hint the backward primitives need. */
-static dnnl_primitive_desc_t conv_fwd_pd(const struct sc_conv_args *a, int relu)
-{
-    struct conv_mds m;
-    dnnl_convolution_desc_t d;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t po = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    CONV_GEOMETRY(a);
-    conv_mds(&m, a, 0);
-    TRY(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct,
-                                           &m.x, &m.w, &m.b, &m.y, strides, pad_l, pad_r));
-    TRY(dnnl_primitive_attr_create(&attr));
-    if (relu) {
-        TRY(dnnl_post_ops_create(&po));
-        TRY(dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f));
-        TRY(dnnl_primitive_attr_set_post_ops(attr, po));
-    }
-    if (dnnl_primitive_desc_create(&pd, &d, attr, sc_dnnl_engine(), NULL) != dnnl_success)
-        pd = NULL;
-fail:
-    if (po)
-        dnnl_post_ops_destroy(po);
-    if (attr)
-        dnnl_primitive_attr_destroy(attr);
-    return pd;
-}
-
-/* What one direction caches: the primitive, its two inputs and its output
- * (in that order, each with its reorder if any) and the bias, which is
- * plain on both sides. */
-struct conv_prim {
-    dnnl_primitive_t p;
-    struct sc_io io[3];
-    dnnl_memory_t bias;
-};
-
-static void conv_prim_destroy(void *v)
-{
-    struct conv_prim *c = v;
-    if (c->p)
-        dnnl_primitive_destroy(c->p);
-    for (int i = 0; i < 3; i++)
-        sc_io_destroy(&c->io[i]);
-    if (c->bias)
-        dnnl_memory_destroy(c->bias);
-    free(c);
-}
-
-/* io[i] bridges the user layout u[i] and the primitive's layout queried
- * with q[i]; consumes pd. */
-static void *conv_prim_make(dnnl_primitive_desc_t pd, const dnnl_memory_desc_t *u[3],
-                            const dnnl_query_t q[3], int output, const dnnl_memory_desc_t *bias)
-{
-    struct conv_prim *c = calloc(1, sizeof *c);
-    if (!c || !pd)
-        goto fail;
-    for (int i = 0; i < 3; i++)
-        if (sc_io_init(&c->io[i], u[i], dnnl_primitive_desc_query_md(pd, q[i], 0), i == output))
-            goto fail;
-    if (bias && dnnl_memory_create(&c->bias, bias, sc_dnnl_engine(), DNNL_MEMORY_NONE) != dnnl_success) {
-        c->bias = NULL;
-        goto fail;
-    }
-    c->p = sc_prim_from_pd(pd);
-    pd = NULL;
-    if (c->p)
-        return c;
-fail:
-    if (pd)
-        dnnl_primitive_desc_destroy(pd);
-    if (c)
-        conv_prim_destroy(c);
-    return NULL;
-}
-
-static void *conv_fwd_create(const void *key)
-{
-    const struct sc_conv_args *a = key;
-    struct conv_mds m;
-    conv_mds(&m, a, 1);
-    const dnnl_memory_desc_t *u[3] = {&m.x, &m.w, &m.y};
-    const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
-    return conv_prim_make(conv_fwd_pd(a, a->relu), u, q, 2, &m.b);
-}
-
-static void *conv_bwd_data_create(const void *key)
-{
-    const struct sc_conv_args *a = key;
-    struct conv_mds m, any;
-    dnnl_convolution_desc_t d;
-    dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
-    CONV_GEOMETRY(a);
-    conv_mds(&m, a, 1);
-    /* Blocking pads c to 16: for a few input channels the plain
-     * (gemm-based) kernel is faster (c = 1: 0.36 ms against 1.7 ms). */
-    conv_mds(&any, a, a->c <= 4);
-    if (hint && dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
-                                                         &any.y, strides, pad_l, pad_r) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &d, NULL, sc_dnnl_engine(), hint) != dnnl_success)
-        pd = NULL;
-    if (hint)
-        dnnl_primitive_desc_destroy(hint);
-    const dnnl_memory_desc_t *u[3] = {&m.y, &m.w, &m.x};
-    const dnnl_query_t q[3] = {dnnl_query_diff_dst_md, dnnl_query_weights_md, dnnl_query_diff_src_md};
-    return conv_prim_make(pd, u, q, 2, NULL);
-}
-
-static void *conv_bwd_filter_create(const void *key)
-{
-    const struct sc_conv_args *a = key;
-    struct conv_mds m, any;
-    dnnl_convolution_desc_t d;
-    dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
-    CONV_GEOMETRY(a);
-    conv_mds(&m, a, 1);
-    conv_mds(&any, a, 0);
-    if (hint && dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
-                                                            &m.b, &any.y, strides, pad_l,
-                                                            pad_r) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &d, NULL, sc_dnnl_engine(), hint) != dnnl_success)
-        pd = NULL;
-    if (hint)
-        dnnl_primitive_desc_destroy(hint);
-    const dnnl_memory_desc_t *u[3] = {&m.x, &m.y, &m.w};
-    const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_diff_dst_md, dnnl_query_diff_weights_md};
-    return conv_prim_make(pd, u, q, 2, &m.b);
-}
-
-/* Runs a cached primitive on (in0, in1) -> out, plus bias if any; the
- * primitive argument ids are given in the io order. */
-static void conv_run(const char *op, int which, const struct sc_conv_args *a, const int ids[3],
-                     const float *in0, const float *in1, float *out, float *bias)
-{
-    static void *(*const create[])(const void *) = {conv_fwd_create, conv_bwd_data_create,
-                                                    conv_bwd_filter_create};
-    static const int prim_op[] = {SC_PRIM_CONV_FWD, SC_PRIM_CONV_BWD_DATA, SC_PRIM_CONV_BWD_FILTER};
-    static const int bias_id[] = {DNNL_ARG_BIAS, 0, DNNL_ARG_DIFF_BIAS};
-    struct sc_conv_args key = *a;
-    if (which)
-        key.relu = 0; /* backward does not depend on it: share one entry */
-    struct conv_prim *c = sc_prim_get(prim_op[which], &key, sizeof key, create[which], conv_prim_destroy);
-    dnnl_stream_t s = sc_dnnl_stream();
-    if (!c || !s)
-        return;
-    if (sc_io_bind(c->io, 3)) {
-        sc_kernel_failed(op);
-        return;
-    }
-    dnnl_exec_arg_t args[4] = {{ids[0], sc_io_in(&c->io[0], in0, s)},
-                               {ids[1], sc_io_in(&c->io[1], in1, s)},
-                               {ids[2], sc_io_out(&c->io[2], out)},
-                               {bias_id[which], c->bias}};
-    int nargs = c->bias ? 4 : 3;
-    if (!args[0].memory || !args[1].memory || !args[2].memory ||
-        (c->bias && dnnl_memory_set_data_handle(c->bias, bias) != dnnl_success) ||
-        sc_exec(c->p, s, nargs, args) || sc_io_out_done(&c->io[2], s))
-        sc_kernel_failed(op);
-}
 
 static size_t conv_nw(const struct sc_conv_args *a)
 {
@@ -376,8 +193,9 @@ void sc_conv_compute_cuda(int which, const struct sc_conv_args *a, const float *
     cudaStream_t s = starpu_cuda_get_local_stream();
     struct sc_conv_args key = *a;
     key.relu = 0;
-    struct conv_cuda_algos *al =
-        h ? sc_prim_get(SC_PRIM_CUDNN_CONV_ALGOS, &key, sizeof key, conv_cuda_algos_create, free) : NULL;
+    struct conv_cuda_algos *al = h ? sc_kernel_worker_prim(sc_kernel_worker_self(), SC_PRIM_CUDNN_CONV_ALGOS, &key,
+                                                           sizeof key, conv_cuda_algos_create, free)
+                                   : NULL;
     struct conv_cuda_geom g;
     struct conv_cuda_desc d;
     if (!al) {
@@ -478,9 +296,8 @@ static void cl_conv_fwd_cpu_func(void *buffers[], void *cl_arg)
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    static const int ids[3] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST};
-    conv_run("conv_fwd", 0, &a, ids, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
-             (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a));
+    sc_conv_compute(sc_kernel_worker_self(), 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
+                    (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a));
 }
 
 SC_PERFMODEL(conv_fwd_model, "sc_conv_fwd", sc_footprint_args);
@@ -540,10 +357,8 @@ static void cl_conv_bwd_data_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    static const int ids[3] = {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC};
-    conv_run("conv_bwd_data", 1, &a, ids, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-             (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-             (float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL);
+    sc_conv_compute(sc_kernel_worker_self(), 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                    (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL);
 }
 
 SC_PERFMODEL(conv_bwd_data_model, "sc_conv_bwd_data", sc_footprint_args);
@@ -574,9 +389,8 @@ static void cl_conv_bwd_filter_cpu_func(void *buffers[], void *cl_arg)
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    static const int ids[3] = {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS};
-    conv_run("conv_bwd_filter", 2, &a, ids, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-             (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a));
+    sc_conv_compute(sc_kernel_worker_self(), 2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                    (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a));
 }
 
 SC_PERFMODEL(conv_bwd_filter_model, "sc_conv_bwd_filter", sc_footprint_args);
@@ -602,16 +416,6 @@ int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_c
 }
 
 /* ---- for the region kernels (cl_region.c) ---- */
-
-void sc_conv_compute(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
-                     float *bias)
-{
-    static const int ids[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
-                                  {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
-                                  {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}};
-    static const char *const op[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
-    conv_run(op[which], which, a, ids[which], in0, in1, out, bias);
-}
 
 int sc_conv_args_check(const struct sc_conv_args *a, const char *op)
 {

@@ -12,12 +12,12 @@
 #endif
 
 /* The worker's buffers for windows, grown on demand (a worker runs one
- * task at a time).  They belong to the worker's slot in cl_common.c, which
- * sc_codelets_shutdown frees: thread-local buffers were lost, unfreed, when
- * the worker threads exited (LeakSanitizer). */
+ * task at a time).  They belong to the worker's kernel state (kernels.h),
+ * which sc_codelets_shutdown frees: thread-local buffers were lost,
+ * unfreed, when the worker threads exited (LeakSanitizer). */
 static float *tmp(int i, size_t n)
 {
-    return sc_worker_buf(i, n * sizeof(float));
+    return sc_kernel_worker_buf(sc_kernel_worker_self(), i, n * sizeof(float));
 }
 
 static int rows(struct sc_box b)
@@ -270,12 +270,17 @@ static void conv_cpu(int which, const struct sc_conv_args *a, const float *in0, 
                      float *bias, const struct sc_workspace *ws)
 {
     (void)ws;
-    sc_conv_compute(which, a, in0, in1, out, bias);
+    sc_conv_compute(sc_kernel_worker_self(), which, a, in0, in1, out, bias);
+}
+
+static void pool_cpu(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws)
+{
+    sc_pool_compute(sc_kernel_worker_self(), bwd, a, in, out, ws);
 }
 
 static void cl_region_cpu_func(void *buffers[], void *cl_arg)
 {
-    static const struct backend cpu = {tmp, copy_box_cpu, conv_cpu, sc_pool_compute};
+    static const struct backend cpu = {tmp, copy_box_cpu, conv_cpu, pool_cpu};
     region_run(buffers, cl_arg, &cpu);
 }
 

@@ -15,6 +15,8 @@
 #include <starpu.h>
 #include <stdint.h>
 
+#include "kernels.h"
+
 /* How a wrapper submits its task, given by the caller (every sc_insert_*
  * takes it first): the task's priority, and the kind of worker it may run
  * on.  The kind matters for computations that must give the same bits on
@@ -34,14 +36,7 @@ int sc_codelets_init(void);
 /* Release cached oneDNN primitives (before starpu_shutdown). */
 void sc_codelets_shutdown(void);
 
-/* ---- convolution (oneDNN) ---- */
-struct sc_conv_args {
-    int n, c, h, w;      /* input */
-    int f, kh, kw;       /* filters, kernel */
-    int sh, sw, ph, pw;  /* stride, padding (symmetric) */
-    int oh, ow;          /* output: (h + 2ph - kh)/sh + 1 */
-    int relu;            /* 1: y = max(0, conv(x) + b) (ReLU as a oneDNN post-op) */
-};
+/* ---- convolution (oneDNN; struct sc_conv_args in kernels.h) ---- */
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */
 int sc_insert_conv_fwd(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
@@ -52,16 +47,7 @@ int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_con
 int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
 
-/* ---- pooling (oneDNN) ---- */
-struct sc_pool_args {
-    int n, c, h, w;
-    int kh, kw, sh, sw, ph, pw;
-    int oh, ow;
-    int max;             /* 1 max pooling, 0 average */
-    int include_pad;     /* average only: 1 divides by kh*kw (PyTorch's default) */
-};
-/* Bytes of the max-pooling workspace for these args (0 for average). */
-size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
+/* ---- pooling (oneDNN; struct sc_pool_args and sc_pool_workspace_bytes in kernels.h) ---- */
 /* R x, W y, W ws (uint8 vector of sc_pool_workspace_bytes; ignored, may be
  * a 1-byte handle, for average pooling) */
 int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,

@@ -1,4 +1,5 @@
-# The layers of the source tree include only downward:
+# The layers of the source tree include only downward (and the kernel
+# files of codelets/ include no StarPU, below):
 #   base/ (errors, boxes, grids, layouts, rng)  <  codelets/  <  tasks/  <  src/
 # Every #include "..." in those folders is resolved to the folder it names
 # (a folder prefix, else the including file's own folder, else a search of
@@ -58,6 +59,21 @@ for file in $(find base codelets tasks src -type f \( -name '*.c' -o -name '*.h'
       echo x >>"$found.fail"
     fi
   done
+done
+# The kernel files (codelets/kernel*) run a library on what a codelet
+# hands them and know nothing of the runtime: no StarPU, and none of the
+# codelet headers that bring it.
+for file in codelets/kernel*.c codelets/kernel*.h; do
+  [ -e "$file" ] || continue
+  grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\(starpu[^">]*\|codelets\.h\|cl_common\.h\|codelets/codelets\.h\|codelets/cl_common\.h\)[">]' "$file" |
+    while IFS= read -r hit; do
+      echo "FAIL $file:${hit%%:*}: a kernel file includes$(printf %s "${hit#*include}" | tr -s " "): kernels take what they need as arguments"
+      echo x >>"$found.fail"
+    done
+  if grep -q 'starpu_' "$file"; then
+    echo "FAIL $file: a kernel file calls StarPU ($(grep -m1 -n 'starpu_' "$file" | cut -c1-80))"
+    echo x >>"$found.fail"
+  fi
 done
 [ -f "$found.fail" ] && failures=$(wc -l <"$found.fail")
 nchecked=$(wc -l <"$found")

@@ -1,0 +1,86 @@
+/* The kernels behind the codelets that call libraries (oneDNN's
+ * convolution and pooling), with no StarPU in them: a kernel gets the
+ * calling worker's own state (its oneDNN stream, its cache of primitives,
+ * its buffers) as an argument, from the codelet that runs it, so that it
+ * can be read, and called, without the runtime.  Failures cannot be
+ * returned from a task: a kernel prints one line (sc_kernel_failed) and
+ * leaves its outputs invalid. */
+#ifndef SC_KERNELS_H
+#define SC_KERNELS_H
+
+#include <stddef.h>
+
+/* ---- convolution ---- */
+struct sc_conv_args {
+    int n, c, h, w;     /* input */
+    int f, kh, kw;      /* filters, kernel */
+    int sh, sw, ph, pw; /* stride, padding (symmetric) */
+    int oh, ow;         /* output: (h + 2ph - kh)/sh + 1 */
+    int relu;           /* 1: y = max(0, conv(x) + b) (ReLU as a oneDNN post-op) */
+};
+
+/* ---- pooling ---- */
+struct sc_pool_args {
+    int n, c, h, w;
+    int kh, kw, sh, sw, ph, pw;
+    int oh, ow;
+    int max;         /* 1 max pooling, 0 average */
+    int include_pad; /* average only: 1 divides by kh*kw (PyTorch's default) */
+};
+/* Bytes of the max-pooling workspace for these args (0 for average). */
+size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
+
+/* ---- a worker's own state ----
+ * One per worker thread, used by that thread only (no lock): its oneDNN
+ * stream, the primitives built once per shape, scratch for the layouts the
+ * primitives prefer, and buffers a kernel may use until it returns.
+ * Destroyed on the thread that used it: oneDNN backs primitives with a
+ * per-thread scratchpad whose reference count is thread_local. */
+struct sc_kernel_worker;
+struct sc_kernel_worker *sc_kernel_worker_create(void);
+void sc_kernel_worker_destroy(struct sc_kernel_worker *w);
+/* Buffer i (0 <= i < SC_WORKER_BUFS) of w, at least bytes long, 64-byte
+ * aligned; grown on demand.  NULL without w or memory. */
+enum { SC_WORKER_BUFS = 3 };
+void *sc_kernel_worker_buf(struct sc_kernel_worker *w, int i, size_t bytes);
+/* w's cache of what kernels build once per shape (oneDNN primitives; the
+ * cuDNN algorithms chosen, on CUDA workers): the entry of (op, key), made
+ * by create(key) when missing, freed by destroy at the worker's end.  key
+ * must have no padding bytes (the args structs are all int and float).
+ * NULL (after a line on stderr) without w or when creation fails. */
+enum {
+    SC_PRIM_CONV_FWD,
+    SC_PRIM_CONV_BWD_DATA,
+    SC_PRIM_CONV_BWD_FILTER,
+    SC_PRIM_POOL_FWD,
+    SC_PRIM_POOL_BWD,
+    SC_PRIM_CUDNN_CONV_ALGOS
+};
+void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key, size_t len,
+                            void *(*create)(const void *key), void (*destroy)(void *));
+/* The process's oneDNN engine, made once (thread safe); released by
+ * sc_kernels_shutdown once every worker's state is destroyed. */
+void sc_kernels_shutdown(void);
+
+/* ---- the kernels ----
+ * Convolution, which: 0 forward (in0 x, in1 weights, out y, bias b), 1
+ * backward data (dy, weights -> dx), 2 backward weights (x, dy -> dw; bias
+ * gets the bias gradient).  Pooling: bwd 0 forward (x -> y; ws: the
+ * max-pooling workspace written), 1 backward (dy -> dx; ws read). */
+void sc_conv_compute(struct sc_kernel_worker *w, int which, const struct sc_conv_args *a, const float *in0,
+                     const float *in1, float *out, float *bias);
+void sc_pool_compute(struct sc_kernel_worker *w, int bwd, const struct sc_pool_args *a, const float *in, float *out,
+                     void *ws);
+
+/* Right padding that makes oneDNN's floor-division shape check give o
+ * (also the bottom and right padding of the cuDNN convolution). */
+static inline int sc_pad_r(int i, int k, int s, int pl, int o)
+{
+    int pr = (o - 1) * s + k - i - pl;
+    return pr < 0 ? 0 : pr;
+}
+
+/* One line on stderr: op's kernel failed, its outputs are not valid. */
+void sc_kernel_failed(const char *op);
+
+#endif
