@@ -411,7 +411,9 @@ static void bn_cases(int n, int c, int hw, int relu)
 
 static void eltwise_cases(void)
 {
-    static struct ew_case add = {1000, 0, 0, 0, 0}, addr = {1000, 1, 0, 0, 0}, gap = {3, 5, 49, 0, 1.0f / 49};
+    /* n, relu, c, hw, scale: gap's fields by name (n3 c5 hw49, not relu5 c49 hw0) */
+    static struct ew_case add = {1000, 0, 0, 0, 0}, addr = {1000, 1, 0, 0, 0},
+                          gap = {.n = 3, .c = 5, .hw = 49, .scale = 1.0f / 49};
     struct tcase t[] = {
         {"add", 3, {1000, 1000, 1000}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_add, &add},
         {"add relu", 3, {1000, 1000, 1000}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_add, &addr},
