@@ -268,8 +268,12 @@ static int json_body(FILE *f, const void *ctx)
             json_str(f, t->placement[r]);
             fputs("}}", f);
         }
+        int ncpu_lanes = t->workers - t->cuda_workers;
         for (int w = 0; w < t->workers; w++) {
-            snprintf(name, sizeof name, "cpu %d", w);
+            if (w < ncpu_lanes)
+                snprintf(name, sizeof name, "cpu %d", w);
+            else
+                snprintf(name, sizeof name, "cuda %d", w - ncpu_lanes);
             json_meta_name(f, &first, "thread_name", r, w, name);
             json_meta_sort(f, &first, "thread_sort_index", r, w, w);
         }
@@ -294,8 +298,11 @@ static int json_body(FILE *f, const void *ctx)
     }
     fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ranks\":%d,\"workers\":%d,"
             "\"first_iteration\":%" PRId64 ",\"last_iteration\":%" PRId64
-            ",\"global_batch\":%d,\"model\":",
+            ",\"global_batch\":%d,",
             t->ranks, t->workers, t->first_iteration, t->last_iteration, t->global_batch);
+    if (t->cuda_workers)
+        fprintf(f, "\"cuda_workers\":%d,", t->cuda_workers);
+    fputs("\"model\":", f);
     json_str(f, t->model);
     if (t->placement) {
         fputs(",\"placement\":[", f);
@@ -441,6 +448,10 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
     if (strlen(model->str) >= sizeof t->model)
         return jerr(path, model->pos, "otherData: model longer than %zu bytes",
                     sizeof t->model - 1);
+    int64_t cuda_workers = 0;
+    const struct sc_json_value *cw = sc_json_get(od, "cuda_workers");
+    if (cw && jint(cw, 0, (double)v[1], &cuda_workers))
+        return jerr(path, cw->pos, "otherData: \"cuda_workers\" is not an integer in 0..%d", (int)v[1]);
     const struct sc_json_value *placement = sc_json_get(od, "placement");
     if (placement) {
         if (placement->type != SC_JSON_ARR || placement->n != (size_t)v[0])
@@ -457,6 +468,7 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
     }
     t->ranks = (int)v[0];
     t->workers = (int)v[1];
+    t->cuda_workers = (int)cuda_workers;
     t->first_iteration = v[2];
     t->last_iteration = v[3];
     t->global_batch = (int)v[4];
@@ -844,8 +856,10 @@ static int svg_body(FILE *f, const void *ctx)
                 fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f2f2f2\"/>\n",
                         SVG_LEFT, y, SVG_WIDTH - SVG_LEFT - SVG_RIGHT, SVG_ROW);
             fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", SVG_LEFT - 6, y + SVG_ROW - 4);
-            if (l < t->workers)
+            if (l < t->workers - t->cuda_workers)
                 fprintf(f, "r%d cpu%d</text>\n", r, l);
+            else if (l < t->workers)
+                fprintf(f, "r%d cuda%d</text>\n", r, l - (t->workers - t->cuda_workers));
             else if (l == t->workers)
                 fprintf(f, "r%d comm</text>\n", r);
             else

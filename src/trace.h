@@ -27,6 +27,9 @@ struct sc_trace {
     size_t n;
     int ranks;
     int workers;                          /* worker lanes per rank */
+    /* Of those, the last cuda_workers are CUDA workers' lanes ("cuda 0",
+     * ...), the others CPU workers' ("cpu 0", ...); 0 in CPU-only runs. */
+    int cuda_workers;
     int64_t first_iteration, last_iteration;  /* the traced range, inclusive */
     int global_batch;                     /* images per iteration */
     char model[256];                      /* free text, e.g. the model path; may be empty */

@@ -26,8 +26,24 @@ void sc_trace_run_iteration(int64_t iteration)
     sc_trace_set_iteration(iteration);
 }
 
-static size_t local_events(struct sc_runtime *rt, struct sc_trace_event *ev)
+/* A worker's lane: CPU workers first (the k-th CPU worker of the rank on
+ * lane k), then the CUDA workers (the j-th on lane cpu_lanes + j).  StarPU
+ * numbers its CUDA workers before its CPU workers, so a worker id is not a
+ * lane. */
+static int worker_lane(int worker, int cpu_lanes)
 {
+    if (worker < 0 || worker >= (int)starpu_worker_get_count())
+        return 0;
+    enum starpu_worker_archtype type = starpu_worker_get_type(worker);
+    int k = 0;
+    for (int w = 0; w < worker; w++)
+        k += starpu_worker_get_type(w) == type;
+    return type == STARPU_CUDA_WORKER ? cpu_lanes + k : k;
+}
+
+static size_t local_events(struct sc_runtime *rt, struct sc_trace_event *ev, int cpu_lanes)
+{
+    (void)rt;
     size_t n = 0;
     for (size_t i = 0; i < sc_trace_nrecs(); i++) {
         const struct sc_trace_rec *r = sc_trace_rec_at(i);
@@ -45,7 +61,7 @@ static size_t local_events(struct sc_runtime *rt, struct sc_trace_event *ev)
         if (r->kind == SC_REC_COMM)
             e->lane = SC_TRACE_LANE_COMM;
         else
-            e->lane = r->worker >= 0 && r->worker < rt->ncpu ? r->worker : 0;
+            e->lane = worker_lane(r->worker, cpu_lanes);
     }
     return n;
 }
@@ -54,10 +70,13 @@ int sc_trace_run_stop(struct sc_runtime *rt, struct sc_trace *out)
 {
     sc_trace_record_off();
     memset(out, 0, sizeof(*out));
+    int cpu_lanes, cuda_lanes;
+    MPI_Allreduce(&rt->ncpu, &cpu_lanes, 1, MPI_INT, MPI_MAX, rt->ctl);
+    MPI_Allreduce(&rt->ncuda, &cuda_lanes, 1, MPI_INT, MPI_MAX, rt->ctl);
     size_t cap = sc_trace_nrecs();
     struct sc_trace_event *mine = malloc((cap ? cap : 1) * sizeof(*mine));
     int err = mine ? 0 : SC_ERR_NOMEM, all_err;
-    size_t n = mine ? local_events(rt, mine) : 0;
+    size_t n = mine ? local_events(rt, mine, cpu_lanes) : 0;
     /* Every rank learns whether all can go on, so that none is left in a
      * collective alone. */
     MPI_Allreduce(&err, &all_err, 1, MPI_INT, MPI_MIN, rt->ctl);
@@ -89,7 +108,8 @@ int sc_trace_run_stop(struct sc_runtime *rt, struct sc_trace *out)
     out->ev = all;
     out->n = rt->rank == 0 ? (size_t)total / sizeof(*all) : 0;
     out->ranks = rt->size;
-    MPI_Allreduce(&rt->ncpu, &out->workers, 1, MPI_INT, MPI_MAX, rt->ctl);
+    out->workers = cpu_lanes + cuda_lanes;
+    out->cuda_workers = cuda_lanes;
     /* A trace without its placement is still a trace. */
     if (rt->placements && (out->placement = calloc((size_t)rt->size, sizeof(*out->placement))))
         for (int r = 0; r < rt->size; r++)

@@ -636,6 +636,33 @@ static void test_svg(void)
 
 /* Where each rank's workers ran: written into otherData and as each
  * rank's process_labels, read back, and refused when malformed. */
+/* A run with a CUDA worker: its lane is named "cuda 0" (StarPU numbers
+ * CUDA workers first; the lanes keep CPU workers first), and otherData
+ * says how many lanes are CUDA workers'. */
+static void test_json_cuda(void)
+{
+    struct sc_trace_event ev[NEVENTS];
+    struct sc_trace t = make_trace(ev), back;
+    t.cuda_workers = 1;
+    const char *path = path_of("trace_cuda.json");
+    int rc = sc_trace_write_json(&t, path);
+    check(rc == 0, "write %s: %d %s", path, rc, sc_last_error());
+    char *text = slurp(path, NULL);
+    expect_text(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+                      "\"args\":{\"name\":\"cpu 0\"}}", "json cuda: a CPU lane");
+    expect_text(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,"
+                      "\"args\":{\"name\":\"cuda 0\"}}", "json cuda: the CUDA lane");
+    expect_text(text, "\"global_batch\":64,\"cuda_workers\":1,\"model\":", "json cuda: otherData");
+    free(text);
+    rc = sc_trace_read_json(path, &back);
+    check(rc == 0, "read %s back: %d %s", path, rc, sc_last_error());
+    if (rc)
+        return;
+    check(back.workers == 2 && back.cuda_workers == 1, "read back: %d workers, %d of them CUDA", back.workers,
+          back.cuda_workers);
+    sc_trace_free(&back);
+}
+
 static void test_placement(void)
 {
     struct sc_trace_event ev[NEVENTS];
@@ -683,6 +710,7 @@ int main(void)
     }
     test_analyze();
     test_json();
+    test_json_cuda();
     test_placement();
     test_reader_valid();
     test_reader_malformed();
