@@ -440,15 +440,17 @@ static void plan_priorities(struct sc_net *net)
         nparam += net->layers[l].nparams > 0;
     int lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority(), levels = 2 * nparam + 1;
 #define LEVEL(k) priority_level(k, levels, lo, hi)
-    D->critical = (struct sc_task_opts){D->comm.priorities ? LEVEL(levels) : 0, SC_WHERE_ANY};
+    enum sc_where compute = D->rt->cuda_only ? SC_WHERE_CUDA : SC_WHERE_ANY;
+    D->critical = (struct sc_task_opts){D->comm.priorities ? LEVEL(levels) : 0, compute};
+    D->load = (struct sc_task_opts){D->critical.priority, SC_WHERE_ANY}; /* CPU-only codelets */
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         if (!net->layers[l].nparams)
             continue;
         int grad = D->comm.priorities ? LEVEL(levels - 1 - 2 * j) : 0;
         int comm = D->comm.priorities ? LEVEL(levels - 2 - 2 * j) : 0;
-        d->params.grad_task = (struct sc_task_opts){grad, SC_WHERE_ANY};
-        d->params.comm_task = (struct sc_task_opts){comm, SC_WHERE_ANY};
+        d->params.grad_task = (struct sc_task_opts){grad, compute};
+        d->params.comm_task = (struct sc_task_opts){comm, compute};
         d->params.replica_task = (struct sc_task_opts){comm, D->replicated_where};
         j++;
     }

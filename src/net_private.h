@@ -105,6 +105,7 @@ struct sc_net_dist {
     struct sc_nccl *nccl;           /* comm.nccl on more than one rank */
     enum sc_where replicated_where; /* the workers of replicated layers' gradients */
     struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
+    struct sc_task_opts load;       /* the data loading: critical, on whatever worker can run it */
     char load_name[16], acc_name[24], summary[96];
 };
 

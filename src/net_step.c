@@ -113,25 +113,25 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
                                   .c1 = first->xch.in_box.c1,
                                   .n = first->tiles.n[t],
                                   .nan_sample = ds->nan_sample};
-        if (a.n && (err = sc_insert_synth_load(crit, &a, idx + first->tiles.s0[t], D->hx0[t], NULL, D->load_name)))
+        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], D->hx0[t], NULL, D->load_name)))
             return err;
         a.n = last->tiles.n[t];
-        if (a.n && (err = sc_insert_synth_labels(crit, &a, loss->whole_sample ? 1 : loss->in.h,
+        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, loss->whole_sample ? 1 : loss->in.h,
                                                  loss->whole_sample ? 1 : loss->in.w, lb, idx + last->tiles.s0[t],
                                                  D->hlabels[t], D->load_name)))
             return err;
     }
     for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
         if (!D->spatial) { /* one task for both when the tiles are alike */
-            if ((err = sc_insert_load_batch(crit, ds->images, ds->labels, (int)sc_shape_size(&net->input),
+            if ((err = sc_insert_load_batch(&D->load, ds->images, ds->labels, (int)sc_shape_size(&net->input),
                                             first->tiles.n[t], idx + first->tiles.s0[t], D->hx0[t], D->hlabels[t],
                                             D->load_name)))
                 return err;
             continue;
         }
-        if ((err = sc_insert_load_images(crit, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t], D->hx0[t],
-                                         D->load_name)) ||
-            (err = sc_insert_load_labels(crit, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t], D->hlabels[t],
+        if ((err = sc_insert_load_images(&D->load, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t],
+                                         D->hx0[t], D->load_name)) ||
+            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t], D->hlabels[t],
                                          D->load_name)))
             return err;
     }

@@ -405,6 +405,8 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     }
     rt->ncpu = (int)starpu_cpu_worker_get_count();
     rt->ncuda = starpu_worker_get_count_by_type(STARPU_CUDA_WORKER);
+    const char *cuda_only = getenv("SC_CUDA_ONLY");
+    rt->cuda_only = rt->ncuda > 0 && cuda_only && *cuda_only && strcmp(cuda_only, "0") != 0;
     if ((err = sc_codelets_init())) {
         sc_codelets_shutdown();
         stop_drivers();

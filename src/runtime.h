@@ -10,6 +10,11 @@ struct sc_runtime {
     int rank, size;
     int ncpu;          /* CPU workers of this rank */
     int ncuda;         /* CUDA workers of this rank */
+    /* SC_CUDA_ONLY=1 (experimental) on a rank with CUDA workers: every task
+     * that has a CUDA version is kept to them, instead of letting the
+     * scheduler put some on the CPU workers, which then do the data
+     * loading (CPU only) alone. */
+    int cuda_only;
     MPI_Comm comm;     /* StarPU-MPI transfers */
     MPI_Comm ctl;      /* the main thread's own collectives (logging, checkpoints) */
     /* Where this rank's CPU workers run, e.g. "2 CPU workers on cores 0-1
