@@ -18,10 +18,6 @@ struct sc_kernel_worker *sc_kernel_worker_self(void);
  * STARPU_SCRATCH mode, and its function finds the calling worker's
  * replicate of it there.  Registered by sc_codelets_init. */
 starpu_data_handle_t sc_workspace_handle(void);
-struct sc_workspace {
-    void *ptr;
-    size_t bytes;
-};
 static inline struct sc_workspace sc_workspace_of(void *buffer)
 {
     return (struct sc_workspace){(void *)STARPU_VECTOR_GET_PTR(buffer), STARPU_VECTOR_GET_NX(buffer)};

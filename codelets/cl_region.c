@@ -297,9 +297,16 @@ static void copy_box_cuda(const struct box_copy *b)
                   "region copy");
 }
 
+static void conv_cuda(int which, const struct sc_conv_args *a, const float *in0, const float *in1, float *out,
+                      float *bias, const struct sc_workspace *ws)
+{
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_conv_compute_cuda(&c, which, a, in0, in1, out, bias, ws);
+}
+
 static void cl_region_cuda_func(void *buffers[], void *cl_arg)
 {
-    static const struct backend gpu = {tmp_cuda, copy_box_cuda, sc_conv_compute_cuda, sc_pool_compute_cuda};
+    static const struct backend gpu = {tmp_cuda, copy_box_cuda, conv_cuda, sc_pool_compute_cuda};
     region_run(buffers, cl_arg, &gpu);
 }
 #endif

@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct cuda_worker {
+struct sc_cuda_worker {
     int ready;
     cudaStream_t stream;
     cudnnHandle_t cudnn;
@@ -23,9 +23,9 @@ struct cuda_worker {
     struct sc_cuda_verdict *pinned;
 };
 
-static struct cuda_worker workers[STARPU_NMAXWORKERS];
+static struct sc_cuda_worker workers[STARPU_NMAXWORKERS];
 
-static struct cuda_worker *me(void)
+static struct sc_cuda_worker *me(void)
 {
     int id = starpu_worker_get_id();
     if (id < 0 || id >= STARPU_NMAXWORKERS || starpu_worker_get_type(id) != STARPU_CUDA_WORKER || !workers[id].ready)
@@ -61,7 +61,7 @@ static void init_worker(void *arg)
 {
     (void)arg;
     int id = starpu_worker_get_id();
-    struct cuda_worker *w = &workers[id];
+    struct sc_cuda_worker *w = &workers[id];
     memset(w, 0, sizeof *w);
     w->stream = starpu_cuda_get_local_stream();
     if (sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
@@ -73,7 +73,7 @@ static void init_worker(void *arg)
     w->ready = 1;
 }
 
-static void release_worker(struct cuda_worker *w)
+static void release_worker(struct sc_cuda_worker *w)
 {
     if (w->stream)
         cudaStreamSynchronize(w->stream);
@@ -148,21 +148,27 @@ void sc_cuda_shutdown(void)
         starpu_execute_on_each_worker(shutdown_worker, NULL, STARPU_CUDA);
 }
 
-cudnnHandle_t sc_cudnn_handle(void)
-{
-    struct cuda_worker *w = me();
-    return w ? w->cudnn : NULL;
-}
-
 cublasHandle_t sc_cublas_handle(void)
 {
-    struct cuda_worker *w = me();
+    struct sc_cuda_worker *w = me();
     return w ? w->cublas : NULL;
+}
+
+struct sc_cuda_ctx sc_cuda_ctx_self(void)
+{
+    struct sc_cuda_worker *w = me();
+    struct sc_cuda_ctx c = {w ? w->stream : NULL, w ? w->cudnn : NULL, w ? w->cublas : NULL, sc_kernel_worker_self(),
+                            w};
+    return c;
 }
 
 void *sc_cuda_worker_buf(int i, size_t bytes)
 {
-    struct cuda_worker *w = me();
+    return sc_cuda_buf(me(), i, bytes);
+}
+
+void *sc_cuda_buf(struct sc_cuda_worker *w, int i, size_t bytes)
+{
     if (!w || i < 0 || i >= SC_CUDA_NBUFS)
         return NULL;
     if (bytes == 0)
@@ -192,7 +198,7 @@ int *sc_cuda_small_int(void)
 
 struct sc_cuda_verdict *sc_cuda_worker_verdict(void)
 {
-    struct cuda_worker *w = me();
+    struct sc_cuda_worker *w = me();
     return w ? w->pinned : NULL;
 }
 
@@ -214,7 +220,7 @@ void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, i
                       const int32_t *labels, float *dlogits, float *stats)
 {
     cudaStream_t s = starpu_cuda_get_local_stream();
-    struct cuda_worker *w = me();
+    struct sc_cuda_worker *w = me();
     char *scratch = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
     struct labels_report *r = malloc(sizeof *r);
     if (!w || !scratch || !r) {

@@ -80,6 +80,13 @@ static inline int sc_pad_r(int i, int k, int s, int pl, int o)
     return pr < 0 ? 0 : pr;
 }
 
+/* Memory a kernel may use as it likes (cuDNN's workspace: the task's
+ * replicate of the scratch handle). */
+struct sc_workspace {
+    void *ptr;
+    size_t bytes;
+};
+
 /* One line on stderr: op's kernel failed, its outputs are not valid. */
 void sc_kernel_failed(const char *op);
 

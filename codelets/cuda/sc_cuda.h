@@ -130,9 +130,8 @@ void sc_cuda_shutdown(void);
  * workspace limit where this rank has CUDA workers (SC_CUDNN_WORKSPACE_MB,
  * default 64), else 4 bytes.  0, or SC_ERR_ARG for a bad value. */
 int sc_cuda_workspace_bytes(size_t *bytes);
-/* The calling CUDA worker's handles, bound to its StarPU stream (NULL
- * outside a CUDA worker). */
-cudnnHandle_t sc_cudnn_handle(void);
+/* The calling CUDA worker's cuBLAS handle, bound to its StarPU stream
+ * (NULL outside a CUDA worker). */
 cublasHandle_t sc_cublas_handle(void);
 /* Device buffer i of the calling CUDA worker, at least bytes long; grown
  * in stream order (cudaFreeAsync/cudaMallocAsync on the worker's stream),
@@ -140,6 +139,23 @@ cublasHandle_t sc_cublas_handle(void);
 enum { SC_CUDA_BUF_REGION0, SC_CUDA_BUF_REGION1, SC_CUDA_BUF_REGION2,
        SC_CUDA_BUF_CONV_PAD, SC_CUDA_BUF_CONV_PAD2, SC_CUDA_BUF_SMALL, SC_CUDA_NBUFS };
 void *sc_cuda_worker_buf(int i, size_t bytes);
+
+/* A CUDA worker's context for the kernels (kernel_conv_cudnn.c), which the
+ * codelet finds (sc_cuda_ctx_self) and passes: its stream, its handles
+ * bound to it, its kernel state (the cuDNN algorithms chosen per shape)
+ * and its device buffers (sc_cuda_buf, as sc_cuda_worker_buf).  All NULL
+ * outside a CUDA worker. */
+struct sc_cuda_worker;
+struct sc_kernel_worker;
+struct sc_cuda_ctx {
+    cudaStream_t stream;
+    cudnnHandle_t cudnn;
+    cublasHandle_t cublas;
+    struct sc_kernel_worker *kw;
+    struct sc_cuda_worker *cw;
+};
+struct sc_cuda_ctx sc_cuda_ctx_self(void);
+void *sc_cuda_buf(struct sc_cuda_worker *w, int i, size_t bytes);
 /* One line on stderr for a failed CUDA/cuDNN/cuBLAS call in a kernel
  * (a task cannot return an error); 0 when ok, -1 otherwise. */
 int sc_cuda_check(cudaError_t e, const char *op);
@@ -167,14 +183,14 @@ int *sc_cuda_small_int(void);
 void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, int pad_label, const float *logits,
                       const int32_t *labels, float *dlogits, float *stats);
 
-/* The cuDNN convolution (cl_conv.c) and the pooling (cl_pool.c) on device
- * pointers, for the region kernels; as sc_conv_compute/sc_pool_compute. */
+/* The cuDNN convolution (kernel_conv_cudnn.c) and the pooling (cl_pool.c)
+ * on device pointers, as sc_conv_compute/sc_pool_compute (kernels.h). */
 struct sc_conv_args;
 struct sc_pool_args;
 struct sc_workspace;
 /* ws: the task's replicate of the scratch handle, cuDNN's workspace. */
-void sc_conv_compute_cuda(int which, const struct sc_conv_args *a, const float *in0, const float *in1,
-                          float *out, float *bias, const struct sc_workspace *ws);
+void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct sc_conv_args *a, const float *in0,
+                          const float *in1, float *out, float *bias, const struct sc_workspace *ws);
 void sc_pool_compute_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
 #endif
 
