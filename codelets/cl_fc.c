@@ -1,17 +1,9 @@
-/* Fully connected layer through CBLAS: x[n][in], params = [W[out][in] | b[out]]. */
+/* Fully connected layer: x[n][in], params = [W[out][in] | b[out]]; the
+ * products through CBLAS on CPU workers (kernel_fc.c), cuBLAS on CUDA
+ * workers (kernel_fc_cublas.c). */
 #include "cl_common.h"
-
-#include <cblas.h>
 #ifdef SC_USE_CUDA
 #include "cuda/sc_cuda.h"
-
-#include <starpu_cuda.h>
-#endif
-
-#ifdef SC_USE_CUDA
-/* cuBLAS is column-major: a row-major M[r][c] is its c x r matrix M^T,
- * so each row-major product C = A B below is computed as C^T = B^T A^T. */
-static const float one = 1.0f, zero = 0.0f;
 #endif
 
 static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in,
@@ -34,17 +26,8 @@ static void cl_fc_fwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), *b = w + (size_t)a.out * a.in;
-    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    for (int i = 0; i < a.n; i++)
-        for (int o = 0; o < a.out; o++)
-            y[(size_t)i * a.out + o] = b[o];
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a.n, a.out, a.in, 1.0f, x, a.in, w, a.in,
-                1.0f, y, a.out);
-    if (a.relu)
-        for (size_t i = 0; i < (size_t)a.n * a.out; i++)
-            y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+    sc_fc_compute(0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                  (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
 #ifdef SC_USE_CUDA
@@ -52,23 +35,9 @@ static void cl_fc_fwd_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), *b = w + (size_t)a.out * a.in;
-    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    cudaStream_t s = starpu_cuda_get_local_stream();
-    cublasHandle_t h = sc_cublas_handle();
-    if (!h) {
-        sc_kernel_failed("fc_fwd");
-        return;
-    }
-    /* y^T (out x n) = W (out x in, stored as in x out) ^T . x^T (in x n) + b */
-    if (sc_cuda_check(sc_cuda_fill_rows(y, b, a.n, a.out, s), "fc_fwd") ||
-        sc_cublas_check(cublasSgemm(h, CUBLAS_OP_T, CUBLAS_OP_N, a.out, a.n, a.in, &one, w, a.in, x, a.in, &one, y,
-                                    a.out),
-                        "fc_fwd"))
-        return;
-    if (a.relu)
-        sc_cuda_check(sc_cuda_relu(y, (size_t)a.n * a.out, s), "fc_fwd");
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_fc_compute_cuda(&c, 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                       (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 #endif
 
@@ -95,11 +64,8 @@ static void cl_fc_bwd_data_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const float *w = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    float *dx = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a.n, a.in, a.out, 1.0f, dy, a.out, w, a.in,
-                0.0f, dx, a.in);
+    sc_fc_compute(1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                  (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
 #ifdef SC_USE_CUDA
@@ -107,17 +73,9 @@ static void cl_fc_bwd_data_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    cublasHandle_t h = sc_cublas_handle();
-    if (!h) {
-        sc_kernel_failed("fc_bwd_data");
-        return;
-    }
-    /* dx^T (in x n) = W^T (in x out, as stored) . dy^T (out x n) */
-    sc_cublas_check(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_N, a.in, a.n, a.out, &one,
-                                (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a.in,
-                                (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), a.out, &zero,
-                                (float *)STARPU_VECTOR_GET_PTR(buffers[2]), a.in),
-                    "fc_bwd_data");
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_fc_compute_cuda(&c, 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                       (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 #endif
 
@@ -144,16 +102,8 @@ static void cl_fc_bwd_weights_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    float *dw = (float *)STARPU_VECTOR_GET_PTR(buffers[2]), *db = dw + (size_t)a.out * a.in;
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, a.out, a.in, a.n, 1.0f, dy, a.out, x, a.in,
-                0.0f, dw, a.in);
-    for (int o = 0; o < a.out; o++)
-        db[o] = 0.0f;
-    for (int i = 0; i < a.n; i++)
-        for (int o = 0; o < a.out; o++)
-            db[o] += dy[(size_t)i * a.out + o];
+    sc_fc_compute(2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                  (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
 #ifdef SC_USE_CUDA
@@ -161,20 +111,9 @@ static void cl_fc_bwd_weights_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    float *dw = (float *)STARPU_VECTOR_GET_PTR(buffers[2]), *db = dw + (size_t)a.out * a.in;
-    cublasHandle_t h = sc_cublas_handle();
-    if (!h) {
-        sc_kernel_failed("fc_bwd_weights");
-        return;
-    }
-    /* dW^T (in x out) = x^T (in x n) . dy (n x out, stored as out x n) */
-    if (sc_cublas_check(cublasSgemm(h, CUBLAS_OP_N, CUBLAS_OP_T, a.in, a.out, a.n, &one, x, a.in, dy, a.out, &zero,
-                                    dw, a.in),
-                        "fc_bwd_weights"))
-        return;
-    sc_cuda_check(sc_cuda_col_sums(db, dy, a.n, a.out, starpu_cuda_get_local_stream()), "fc_bwd_weights");
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_fc_compute_cuda(&c, 2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                       (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 #endif
 

@@ -57,10 +57,6 @@ int sc_insert_pool_bwd(const struct sc_task_opts *opts, const struct sc_pool_arg
                        starpu_data_handle_t ws, starpu_data_handle_t dx, const char *name);
 
 /* ---- fully connected (CBLAS) ---- */
-struct sc_fc_args {
-    int n, in, out;
-    int relu;            /* 1: y = max(0, x W^T + b) */
-};
 /* R x[n*in], R params[out*in + out], W y[n*out] */
 int sc_insert_fc_fwd(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                      starpu_data_handle_t params, starpu_data_handle_t y, const char *name);

@@ -148,12 +148,6 @@ void sc_cuda_shutdown(void)
         starpu_execute_on_each_worker(shutdown_worker, NULL, STARPU_CUDA);
 }
 
-cublasHandle_t sc_cublas_handle(void)
-{
-    struct sc_cuda_worker *w = me();
-    return w ? w->cublas : NULL;
-}
-
 struct sc_cuda_ctx sc_cuda_ctx_self(void)
 {
     struct sc_cuda_worker *w = me();

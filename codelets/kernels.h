@@ -30,6 +30,12 @@ struct sc_pool_args {
 /* Bytes of the max-pooling workspace for these args (0 for average). */
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
 
+/* ---- fully connected ---- */
+struct sc_fc_args {
+    int n, in, out;
+    int relu; /* 1: y = max(0, x W^T + b) */
+};
+
 /* ---- a worker's own state ----
  * One per worker thread, used by that thread only (no lock): its oneDNN
  * stream, the primitives built once per shape, scratch for the layouts the
@@ -71,6 +77,10 @@ void sc_conv_compute(struct sc_kernel_worker *w, int which, const struct sc_conv
                      const float *in1, float *out, float *bias);
 void sc_pool_compute(struct sc_kernel_worker *w, int bwd, const struct sc_pool_args *a, const float *in, float *out,
                      void *ws);
+/* Fully connected, which: 0 forward (in0 x, in1 params -> y), 1 backward
+ * data (dy, params -> dx), 2 backward weights (x, dy -> dparams, weights
+ * then bias), through CBLAS; params = [W[out][in] | b[out]]. */
+void sc_fc_compute(int which, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
 
 /* Right padding that makes oneDNN's floor-division shape check give o
  * (also the bottom and right padding of the cuDNN convolution). */

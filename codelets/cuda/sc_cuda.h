@@ -130,9 +130,6 @@ void sc_cuda_shutdown(void);
  * workspace limit where this rank has CUDA workers (SC_CUDNN_WORKSPACE_MB,
  * default 64), else 4 bytes.  0, or SC_ERR_ARG for a bad value. */
 int sc_cuda_workspace_bytes(size_t *bytes);
-/* The calling CUDA worker's cuBLAS handle, bound to its StarPU stream
- * (NULL outside a CUDA worker). */
-cublasHandle_t sc_cublas_handle(void);
 /* Device buffer i of the calling CUDA worker, at least bytes long; grown
  * in stream order (cudaFreeAsync/cudaMallocAsync on the worker's stream),
  * so work already queued keeps the old one.  NULL on failure. */
@@ -192,6 +189,11 @@ struct sc_workspace;
 void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct sc_conv_args *a, const float *in0,
                           const float *in1, float *out, float *bias, const struct sc_workspace *ws);
 void sc_pool_compute_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
+/* The fully connected layer through cuBLAS (kernel_fc_cublas.c), as
+ * sc_fc_compute. */
+struct sc_fc_args;
+void sc_fc_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct sc_fc_args *a, const float *in0,
+                        const float *in1, float *out);
 #endif
 
 #endif
