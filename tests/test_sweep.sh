@@ -139,6 +139,16 @@ if [ $rc -eq 0 ] && [ "$got" = "$want" ]; then
 else
   fail "dry run with the defaults: exit $rc, $n commands: $got"
 fi
+# --net RATE: every run inside bench/slow-net
+bench sweep --model "$M" --ranks 2 --policies lws --grad-comm "layer end" --net 1gbit --dry-run
+c=$(grep -c "/bench/slow-net --rate 1gbit -- $WORK/mpirun --allow-run-as-root" "$WORK/out")
+if [ $rc -eq 0 ] && [ "$c" -eq 2 ]; then
+  ok "dry run --net 1gbit: both runs through bench/slow-net"
+else
+  fail "dry run --net 1gbit: exit $rc, $c of 2 commands through bench/slow-net"
+  head -n 2 "$WORK/out"
+fi
+bad "--net: '1 gbit' is not a rate" sweep --model "$M" --ranks 2 --net "1 gbit"
 
 # a sweep: 3 policies x 2 modes x 3 runs
 rm -f "$WORK/state"/*
