@@ -200,8 +200,12 @@ size_t sc_net_nparams(const struct sc_net *net)
 
 void sc_comm_opts_default(struct sc_comm_opts *o)
 {
-    *o = (struct sc_comm_opts){
-        .grad_comm = SC_GRAD_LAYER, .chunk_layers = 1, .bucket_mb = 25, .fc_replicate = 0, .priorities = 1};
+    *o = (struct sc_comm_opts){.grad_comm = SC_GRAD_LAYER,
+                               .chunk_layers = 1,
+                               .bucket_mb = 25,
+                               .fc_replicate = 0,
+                               .priorities = 1,
+                               .window = 2};
 }
 
 int sc_comm_opts_parse_grad(const char *s, struct sc_comm_opts *o)

@@ -402,7 +402,7 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     size_t sizes[b->nlayers];
     for (int i = 0; i < b->nlayers; i++)
         sizes[i] = net->layers[b->layer[i]].nparams;
-    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, b->name)))
+    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, D->comm.window, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
         struct sc_layer *l = &net->layers[b->layer[i]];
@@ -417,11 +417,6 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     return 0;
 }
 
-/* Priorities from the critical path.  Forward and backward-data tasks form
- * the chain every later task waits for: highest.  Then, as the next
- * iteration's forward needs them (from the input), each layer's parameter
- * gradient and its collective: the gradient above its collective, since
- * it feeds it, and a layer above the ones after it. */
 /* Level k of [0, levels] as a priority in the scheduler's range [lo, hi]:
  * k itself from 0 up when the range has room, else scaled into it. */
 static int priority_level(int k, int levels, int lo, int hi)
@@ -432,24 +427,37 @@ static int priority_level(int k, int levels, int lo, int hi)
     return (int)(lo + ((long long)k * width + levels / 2) / (levels ? levels : 1));
 }
 
+/* Priorities, highest first:
+ * 1. Each layer's parameter gradient, as soon as its inputs exist (as
+ *    autograd does): its collective is the longest path that starts in the
+ *    backward pass once the network is slow, and it can only start after
+ *    the gradient.  Computing the gradients after the backward chain
+ *    instead (this plan's order before issue 18) left the largest one,
+ *    wide.cfg's fc1, for the end of backprop: at 1 Gbit/s its 100 ms
+ *    reduction was all exposed (367 against 514 images/s; README).
+ * 2. The chain of forward and backward-data tasks, which every later task
+ *    waits for.
+ * 3. The collectives' own tasks (accumulations, SGD, the transfers' order in
+ *    StarPU-MPI), a layer above the ones after it: the order in which the
+ *    next iteration's forward pass needs the updated weights. */
 static void plan_priorities(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
     int nparam = 0, j = 0;
     for (int l = 0; l < net->nlayers; l++)
         nparam += net->layers[l].nparams > 0;
-    int lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority(), levels = 2 * nparam + 1;
-#define LEVEL(k) priority_level(k, levels, lo, hi)
+    int on = D->comm.priorities, lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority();
+    int levels = nparam + 1;
+#define LEVEL(k) (on ? priority_level(k, levels, lo, hi) : 0)
     enum sc_where compute = D->rt->cuda_only ? SC_WHERE_CUDA : SC_WHERE_ANY;
-    D->critical = (struct sc_task_opts){D->comm.priorities ? LEVEL(levels) : 0, compute};
+    D->critical = (struct sc_task_opts){LEVEL(nparam), compute};
     D->load = (struct sc_task_opts){D->critical.priority, SC_WHERE_ANY}; /* CPU-only codelets */
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         if (!net->layers[l].nparams)
             continue;
-        int grad = D->comm.priorities ? LEVEL(levels - 1 - 2 * j) : 0;
-        int comm = D->comm.priorities ? LEVEL(levels - 2 - 2 * j) : 0;
-        d->params.grad_task = (struct sc_task_opts){grad, compute};
+        int comm = LEVEL(nparam - 1 - j);
+        d->params.grad_task = (struct sc_task_opts){LEVEL(levels), compute};
         d->params.comm_task = (struct sc_task_opts){comm, compute};
         d->params.replica_task = (struct sc_task_opts){comm, D->replicated_where};
         j++;
@@ -457,7 +465,7 @@ static void plan_priorities(struct sc_net *net)
 #undef LEVEL
     if (D->rt->rank == 0)
         SC_LOG(2, "task priorities: scheduler range [%d, %d], %d levels used%s", lo, hi, levels + 1,
-               D->comm.priorities ? "" : " (off)");
+               on ? "" : " (off)");
     for (int i = 0; i < D->nbuckets; i++) {
         struct bucket *b = &D->buckets[i];
         b->task = D->ld[b->layer[b->nlayers - 1]].params.comm_task;

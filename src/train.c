@@ -131,10 +131,29 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
     /* Every option that shapes the task graph or the numbers; output paths
      * and progress may differ. */
     uint64_t h = FNV_START;
-    int64_t ints[] = {o->epochs, o->iters, o->batch, (int64_t)o->seed, o->shuffle, o->test, o->log_every,
-                      o->resume, o->save_every, o->comm.grad_comm, o->comm.chunk_layers, o->comm.fc_replicate,
-                      o->comm.priorities, o->trace_first, o->trace_last, o->report, o->save != NULL,
-                      o->trace != NULL, o->report_memory, o->skip_nonfinite, o->comm.gate_updates, o->comm.nccl};
+    int64_t ints[] = {o->epochs,
+                      o->iters,
+                      o->batch,
+                      (int64_t)o->seed,
+                      o->shuffle,
+                      o->test,
+                      o->log_every,
+                      o->resume,
+                      o->save_every,
+                      o->comm.grad_comm,
+                      o->comm.chunk_layers,
+                      o->comm.fc_replicate,
+                      o->comm.priorities,
+                      o->trace_first,
+                      o->trace_last,
+                      o->report,
+                      o->save != NULL,
+                      o->trace != NULL,
+                      o->report_memory,
+                      o->skip_nonfinite,
+                      o->comm.gate_updates,
+                      o->comm.nccl,
+                      o->comm.window};
     double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit};
     h = fnv(h, ints, sizeof ints);
     h = fnv(h, reals, sizeof reals);

@@ -68,7 +68,12 @@ static const char usage[] =
     "  --fc-replicate F     the first F [connected] layers gather their inputs and errors\n"
     "                       from all ranks and compute the whole weight gradient on each,\n"
     "                       instead of reducing it (Lee et al.); default 0\n"
-    "  --priorities on|off  task priorities from the critical path (default on)\n"
+    "  --priorities on|off  task priorities (default on): each parameter gradient as soon as\n"
+    "                       its inputs exist, then the backward chain, then the collectives'\n"
+    "                       tasks in the order the next forward pass needs them\n"
+    "  --comm-window N      a large collective keeps at most N segments (512 KiB) of each\n"
+    "                       step in flight, so that later, more urgent ones can pass it on\n"
+    "                       the network; 0: all at once; default 2\n"
     "  --collectives tasks|nccl  the gradient sums of the buckets: StarPU-MPI transfers and\n"
     "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
     "                       (needs a CUDA build, a GPU per rank and sample parallelism only)\n"
@@ -160,23 +165,40 @@ static int parse_range(const char *opt, const char *s, long *first, long *last)
 static int parse_args(int argc, char **argv, struct sc_train_opts *o)
 {
     static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},   {"data", required_argument, 0, 'd'},
-        {"epochs", required_argument, 0, 'e'},  {"iters", required_argument, 0, 'i'},
-        {"batch", required_argument, 0, 'b'},   {"lr", required_argument, 0, 'l'},
-        {"momentum", required_argument, 0, 'M'}, {"weight-decay", required_argument, 0, 'w'},
-        {"seed", required_argument, 0, 's'},    {"shuffle", required_argument, 0, 'S'},
-        {"test", required_argument, 0, 't'},    {"log-every", required_argument, 0, 'L'},
-        {"save", required_argument, 0, 'o'},    {"load", required_argument, 0, 'r'},
-        {"metrics", required_argument, 0, 'j'}, {"sched", required_argument, 0, 'p'},
-        {"grad-comm", required_argument, 0, 'g'}, {"fc-replicate", required_argument, 0, 'F'},
-        {"priorities", required_argument, 0, 'P'}, {"trace", required_argument, 0, 'T'},
-        {"trace-iters", required_argument, 0, 'I'}, {"report", no_argument, 0, 'R'},
-        {"list-sched", no_argument, 0, 'Q'},    {"parallel", required_argument, 0, 'G'},
-        {"report-memory", no_argument, 0, 'Y'}, {"mem-limit", required_argument, 0, 'Z'},
-        {"save-every", required_argument, 0, 'E'}, {"resume", required_argument, 0, 'U'},
-        {"nonfinite", required_argument, 0, 'N'}, {"peer-timeout", required_argument, 0, 'W'},
+        {"model", required_argument, 0, 'm'},
+        {"data", required_argument, 0, 'd'},
+        {"epochs", required_argument, 0, 'e'},
+        {"iters", required_argument, 0, 'i'},
+        {"batch", required_argument, 0, 'b'},
+        {"lr", required_argument, 0, 'l'},
+        {"momentum", required_argument, 0, 'M'},
+        {"weight-decay", required_argument, 0, 'w'},
+        {"seed", required_argument, 0, 's'},
+        {"shuffle", required_argument, 0, 'S'},
+        {"test", required_argument, 0, 't'},
+        {"log-every", required_argument, 0, 'L'},
+        {"save", required_argument, 0, 'o'},
+        {"load", required_argument, 0, 'r'},
+        {"metrics", required_argument, 0, 'j'},
+        {"sched", required_argument, 0, 'p'},
+        {"grad-comm", required_argument, 0, 'g'},
+        {"fc-replicate", required_argument, 0, 'F'},
+        {"priorities", required_argument, 0, 'P'},
+        {"trace", required_argument, 0, 'T'},
+        {"trace-iters", required_argument, 0, 'I'},
+        {"report", no_argument, 0, 'R'},
+        {"list-sched", no_argument, 0, 'Q'},
+        {"parallel", required_argument, 0, 'G'},
+        {"report-memory", no_argument, 0, 'Y'},
+        {"mem-limit", required_argument, 0, 'Z'},
+        {"save-every", required_argument, 0, 'E'},
+        {"resume", required_argument, 0, 'U'},
+        {"nonfinite", required_argument, 0, 'N'},
+        {"peer-timeout", required_argument, 0, 'W'},
         {"collectives", required_argument, 0, 'C'},
-        {"help", no_argument, 0, 'h'},          {0, 0, 0, 0},
+        {"comm-window", required_argument, 0, 'K'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     long v;
     float v_mem = 0, v_timeout = 0;
@@ -222,6 +244,9 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         case 'g': err = sc_comm_opts_parse_grad(optarg, &o->comm); break;
         case 'F': err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
         case 'P': err = parse_onoff(name, optarg, &o->comm.priorities); break;
+        case 'K':
+            err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.window = (int)v;
+            break;
         case 'T': o->trace = optarg; break;
         case 'G': o->comm.parallel = optarg; break;
         case 'Y': o->report_memory = 1; break;

@@ -18,7 +18,7 @@ struct sc_bucket {
 };
 
 int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
-                     const char *name)
+                     int window, const char *name)
 {
     struct sc_bucket *b = calloc(1, sizeof(*b));
     if (!b)
@@ -34,6 +34,7 @@ int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, M
         (err = sc_ring_create(&b->ring, b->hg, comm, name)) ||
         (err = sc_sgd_sync_create(&b->sgd, b->ring, b->hw, b->hv)))
         return err;
+    sc_ring_set_window(b->ring, window);
     if (nccl)
         sc_sgd_sync_use_nccl(b->sgd, nccl);
     if (nslices == 1)

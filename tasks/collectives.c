@@ -31,6 +31,7 @@ struct sc_ring {
     float **recv_mem;
     int nrecv;
     int chain;                     /* fewer elements than ranks: see chain_reduce */
+    int window;                    /* segments in flight per step (0: all; see wait_credit) */
     char name[64];
     char comm_name[80];            /* of its transfers, in traces */
     char acc_name[80];             /* of its accumulate tasks (StarPU keeps the pointer) */
@@ -139,6 +140,11 @@ void sc_ring_destroy(struct sc_ring *r)
     free(r);
 }
 
+void sc_ring_set_window(struct sc_ring *r, int segments)
+{
+    r->window = segments > 0 ? segments : 0;
+}
+
 void sc_ring_owned_range(const struct sc_ring *r, size_t *first, size_t *count)
 {
     size_t n = starpu_vector_get_nx(r->vec);
@@ -173,6 +179,28 @@ static struct starpu_codelet cl_recv_gate = {
 static int gate_receive(starpu_data_handle_t recv_buffer, starpu_data_handle_t ready)
 {
     int err = starpu_task_insert(&cl_recv_gate, STARPU_W, recv_buffer, STARPU_R, ready, 0);
+    return err ? sc_error(SC_ERR_RUNTIME, "task submission failed (%d)", err) : 0;
+}
+
+/* Credits: segment j of a step is sent once segment j - WINDOW of the same
+ * step has arrived from the peer (whose sends mirror ours), so that a
+ * collective never has more than WINDOW segments queued in MPI and the
+ * network.  Without it, a large vector's segments all enter the same FIFO
+ * socket at once and a later, more urgent collective's small messages wait
+ * behind all of them. */
+static struct starpu_codelet cl_send_credit = {
+    .where = STARPU_NOWHERE,
+    .nbuffers = 2,
+    .modes = {STARPU_RW, STARPU_R},
+    .name = "send_credit",
+};
+
+static int wait_credit(const struct sc_ring *r, int j, starpu_data_handle_t to_send, starpu_data_handle_t *arrivals)
+{
+    int w = r->window;
+    if (w <= 0 || j < w)
+        return 0;
+    int err = starpu_task_insert(&cl_send_credit, STARPU_RW, to_send, STARPU_R, arrivals[j - w], 0);
     return err ? sc_error(SC_ERR_RUNTIME, "task submission failed (%d)", err) : 0;
 }
 
@@ -252,7 +280,8 @@ static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
         for (int j = 0; j < K; j++) {
             int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
-            if ((err = sc_send_piece(opts, r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
+            if ((err = wait_credit(r, j, r->piece[to], &r->recv[s * K])) ||
+                (err = sc_send_piece(opts, r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
                 (err = gate_receive(buf, r->piece[from])) ||
                 (err = sc_recv_piece(buf, prev, r->tag + from, r->comm, r->comm_name)))
                 return err;
@@ -274,7 +303,8 @@ static int allgather(struct sc_ring *r, const struct sc_task_opts *opts, starpu_
             int to = mod(me + 1 - s, p) * K + j, from = mod(me - s, p) * K + j, own = mod(me + 1, p) * K + j;
             /* Posted when our own chunk is final, as the peers' are then
              * due too (see gate_receive). */
-            if ((err = sc_send_piece(opts, pieces[to], next, tag + to, r->comm, r->comm_name)) ||
+            if ((err = wait_credit(r, j, pieces[to], &pieces[mod(me - s, p) * K])) ||
+                (err = sc_send_piece(opts, pieces[to], next, tag + to, r->comm, r->comm_name)) ||
                 (err = gate_receive(pieces[from], pieces[own])) ||
                 (err = sc_recv_piece(pieces[from], prev, tag + from, r->comm, r->comm_name)))
                 return err;

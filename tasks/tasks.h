@@ -33,6 +33,11 @@ struct sc_ring;
 /* vec: the vector (n floats) to reduce, registered in main memory. */
 int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const char *name);
 void sc_ring_destroy(struct sc_ring *ring);
+/* At most 'segments' segments of each step in flight (0, the default: all
+ * at once): segment j is sent once segment j - segments has arrived.  A
+ * large vector then cannot fill the network's queues ahead of a later,
+ * more urgent collective's messages (which pass it by their priority). */
+void sc_ring_set_window(struct sc_ring *ring, int segments);
 /* Range [*first, *first + *count) of the vector owned by this rank. */
 void sc_ring_owned_range(const struct sc_ring *ring, size_t *first, size_t *count);
 
@@ -110,10 +115,11 @@ int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *
  * the weights) switches them back.  A gate, when given, checks the reduced
  * gradient between the two halves.  sizes: the nslices slices' lengths in
  * floats, in order; the vectors start zeroed.  With nccl, the reduction is
- * an NCCL allreduce and every rank updates the whole vectors. */
+ * an NCCL allreduce and every rank updates the whole vectors.  window:
+ * the ring's (sc_ring_set_window). */
 struct sc_bucket;
 int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
-                     const char *name);
+                     int window, const char *name);
 void sc_bucket_destroy(struct sc_bucket *b);
 /* The vectors in main memory (initial values, checkpoints: acquire the
  * handles around their use once tasks have run). */

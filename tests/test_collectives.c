@@ -26,7 +26,7 @@ static int check(const char *what, size_t n, const float *got, const float *want
     return bad;
 }
 
-static int test_allreduce(struct sc_runtime *rt, size_t n)
+static int test_allreduce(struct sc_runtime *rt, size_t n, int window)
 {
     float *v = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
     starpu_data_handle_t h;
@@ -36,6 +36,7 @@ static int test_allreduce(struct sc_runtime *rt, size_t n)
         printf("FAIL sc_ring_create: %s\n", sc_last_error());
         return 1;
     }
+    sc_ring_set_window(ring, window);
     int bad = 0;
     for (int round = 0; round < 3; round++) { /* the plan is reused, as in training */
         starpu_data_acquire(h, STARPU_W);
@@ -54,7 +55,9 @@ static int test_allreduce(struct sc_runtime *rt, size_t n)
             want[i] = (float)s;
         }
         starpu_data_acquire(h, STARPU_R);
-        bad |= check("allreduce", n, v, want, rt->rank);
+        char what[40];
+        snprintf(what, sizeof what, "allreduce (window %d)", window);
+        bad |= check(what, n, v, want, rt->rank);
         starpu_data_release(h);
     }
     sc_ring_destroy(ring);
@@ -66,7 +69,7 @@ static int test_allreduce(struct sc_runtime *rt, size_t n)
 
 /* Two SGD steps with momentum and weight decay against the same steps done
  * on the full vectors by each rank alone. */
-static int test_sgd(struct sc_runtime *rt, size_t n)
+static int test_sgd(struct sc_runtime *rt, size_t n, int window)
 {
     float *w = malloc(n * 4), *v = calloc(n, 4), *g = malloc(n * 4);
     float *rw = malloc(n * 4), *rv = calloc(n, 4);
@@ -80,6 +83,7 @@ static int test_sgd(struct sc_runtime *rt, size_t n)
         printf("FAIL plan: %s\n", sc_last_error());
         return 1;
     }
+    sc_ring_set_window(ring, window);
     struct sc_sgd_args a = {0.1f, 0.9f, 0.01f};
     starpu_data_acquire(hw, STARPU_W);
     for (size_t i = 0; i < n; i++)
@@ -103,7 +107,9 @@ static int test_sgd(struct sc_runtime *rt, size_t n)
     }
     sc_tasks_wait_all(rt->comm);
     starpu_data_acquire(hw, STARPU_R);
-    bad |= check("sgd weights", n, w, rw, rt->rank);
+    char what[40];
+    snprintf(what, sizeof what, "sgd weights (window %d)", window);
+    bad |= check(what, n, w, rw, rt->rank);
     starpu_data_release(hw);
     size_t first, count;
     sc_ring_owned_range(ring, &first, &count);
@@ -223,8 +229,14 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {1, 2, 3, 7, 1000, 1001, 4099, (1 << 18) + 3, (1 << 20) + 5};
     int bad = 0;
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-        bad |= test_allreduce(&rt, sizes[k]);
-        bad |= test_sgd(&rt, sizes[k]);
+        bad |= test_allreduce(&rt, sizes[k], 0);
+        bad |= test_sgd(&rt, sizes[k], 0);
+    }
+    /* With credits (sc_ring_set_window): the largest vector has 2 to 4
+     * segments per chunk here, so windows 1 and 2 hold sends back. */
+    for (int window = 1; window <= 2; window++) {
+        bad |= test_allreduce(&rt, (1 << 20) + 5, window);
+        bad |= test_sgd(&rt, (1 << 20) + 5, window);
     }
     static const size_t gated[][2] = {{1000, 1}, {3, 1001}, {7, (1 << 20) + 5}};
     for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++)
