@@ -1,9 +1,14 @@
-/* sc-allreduce-bench [FLOATS] [REPS]: the ring allreduce task graph against
- * MPI_Allreduce on the same vector, on the same ranks, side by side
- * (interleaved, in the same processes).  Prints the median time of each and
- * the ratio (rank 0).
- * sc-allreduce-bench --mpi-only [FLOATS] [REPS]: MPI_Allreduce alone, in
- * processes where StarPU never started (its threads perturb MPI's timing). */
+/* sc-allreduce-bench [--trace FILE] [FLOATS] [REPS]: the cost of starconv's
+ * allreduce task graph (the ring of tasks/collectives.c, with the windows of
+ * training) against MPI_Allreduce on the same vector, in three columns from
+ * one run (rank 0 prints the medians):
+ *   1. MPI_Allreduce before StarPU starts (MPI started as starconv starts it);
+ *   2. MPI_Allreduce while StarPU and StarPU-MPI run in the same processes,
+ *      interleaved with 3. (their threads perturb MPI's timing);
+ *   3. the task graph: submission to the moment the vector can be read.
+ * --trace FILE writes the timeline of the task graph's repetitions (tasks and
+ * transfers, as starconv-train --trace) to FILE.
+ * sc-allreduce-bench --mpi-only [FLOATS] [REPS]: column 1 alone. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +16,8 @@
 
 #include "src/runtime.h"
 #include "src/starconv.h"
+#include "src/net.h"
+#include "src/trace_run.h"
 #include "tasks/tasks.h"
 
 static double now(void)
@@ -26,53 +33,77 @@ static int cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static int mpi_only(int argc, char **argv)
+static double median(double *t, int n)
 {
-    int provided, rank, size;
-    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    size_t n = argc > 2 ? strtoul(argv[2], NULL, 10) : (size_t)1 << 20;
-    int reps = argc > 3 ? atoi(argv[3]) : 50;
-    if (n < 1 || reps < 1) {
-        MPI_Finalize();
-        return 2;
-    }
-    float *m = calloc(n, sizeof(float));
+    qsort(t, n, sizeof(double), cmp);
+    return t[n / 2];
+}
+
+#define WARM 5
+
+/* Median seconds of MPI_Allreduce over m (n floats) on comm. */
+static double time_mpi(float *m, size_t n, int reps, MPI_Comm comm)
+{
     double *t = malloc(reps * sizeof(double));
-    for (int r = -5; r < reps; r++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+    for (int r = -WARM; r < reps; r++) {
+        MPI_Barrier(comm);
         double t0 = now();
-        MPI_Allreduce(MPI_IN_PLACE, m, (int)n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+        MPI_Allreduce(MPI_IN_PLACE, m, (int)n, MPI_FLOAT, MPI_SUM, comm);
         if (r >= 0)
             t[r] = now() - t0;
     }
-    qsort(t, reps, sizeof(double), cmp);
-    if (rank == 0)
-        printf("allreduce %zu floats (%.2f MiB) on %d ranks, median of %d: MPI_Allreduce alone %.3f ms\n", n,
-               n * 4.0 / (1 << 20), size, reps, t[reps / 2] * 1e3);
-    free(m);
+    double med = median(t, reps);
     free(t);
-    MPI_Finalize();
-    return 0;
+    return med;
+}
+
+static int usage(void)
+{
+    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE | --mpi-only] [FLOATS>0] [REPS>0]\n");
+    return 2;
 }
 
 int main(int argc, char **argv)
 {
-    if (argc > 1 && !strcmp(argv[1], "--mpi-only"))
-        return mpi_only(argc, argv);
+    const char *trace = NULL;
+    int mpi_only = 0;
+    if (argc > 1 && !strcmp(argv[1], "--mpi-only")) {
+        mpi_only = 1;
+        argv++, argc--;
+    } else if (argc > 2 && !strcmp(argv[1], "--trace")) {
+        trace = argv[2];
+        argv += 2, argc -= 2;
+    }
+    char *end;
+    size_t n = argc > 1 ? strtoul(argv[1], &end, 10) : (size_t)1 << 20;
+    int reps = argc > 2 ? atoi(argv[2]) : 50;
+    if (n < 1 || n > (1u << 30) || reps < 1 || argc > 3 || (argc > 1 && *end))
+        return usage();
+    if (sc_runtime_mpi_init(&argc, &argv)) {
+        fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
+        return 1;
+    }
+    float *m = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++)
+        m[i] = 1.0f;
+    double alone = time_mpi(m, n, reps, MPI_COMM_WORLD);
+    int rank, size;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (mpi_only) {
+        if (rank == 0)
+            printf("allreduce %zu floats (%.3f MiB) on %d ranks, median of %d: MPI_Allreduce without StarPU "
+                   "%.3f ms\n",
+                   n, n * 4.0 / (1 << 20), size, reps, alone * 1e3);
+        free(m);
+        MPI_Finalize();
+        return 0;
+    }
+
     struct sc_runtime rt;
     if (sc_runtime_init(&argc, &argv, NULL, &rt)) {
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;
-    }
-    size_t n = argc > 1 ? strtoul(argv[1], NULL, 10) : (size_t)1 << 20;
-    int reps = argc > 2 ? atoi(argv[2]) : 50, warm = 5;
-    if (n < 1 || reps < 1) {
-        if (rt.rank == 0)
-            fprintf(stderr, "usage: sc-allreduce-bench [FLOATS>0] [REPS>0]\n");
-        sc_runtime_shutdown(&rt);
-        return 2;
     }
     float *v = malloc(n * sizeof(float));
     for (size_t i = 0; i < n; i++)
@@ -85,16 +116,20 @@ int main(int argc, char **argv)
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;
     }
-    float *m = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        m[i] = 1.0f;
+    struct sc_comm_opts defaults;
+    sc_comm_opts_default(&defaults);
+    sc_ring_set_window(ring, defaults.window); /* as starconv-train's buckets */
     /* Interleaved, so that both see the same machine state. */
-    for (int r = -warm; r < reps; r++) {
+    for (int r = -WARM; r < reps; r++) {
         MPI_Barrier(rt.ctl);
         double t0 = now();
         MPI_Allreduce(MPI_IN_PLACE, m, (int)n, MPI_FLOAT, MPI_SUM, rt.ctl);
         double t1 = now();
         MPI_Barrier(rt.ctl);
+        if (trace && r == 0)
+            sc_trace_run_start(&rt, 1);
+        if (trace && r >= 0)
+            sc_trace_run_iteration(r + 1);
         double t2 = now();
         sc_ring_allreduce_submit(ring, NULL);
         sc_tasks_wait_data(h);
@@ -104,13 +139,24 @@ int main(int argc, char **argv)
             t_sc[r] = t3 - t2;
         }
     }
-    qsort(t_mpi, reps, sizeof(double), cmp);
-    qsort(t_sc, reps, sizeof(double), cmp);
-    double mm = t_mpi[reps / 2], ms = t_sc[reps / 2];
+    if (trace) {
+        sc_tasks_wait_all(rt.comm);
+        struct sc_trace t;
+        if (!sc_trace_run_stop(&rt, &t) && rt.rank == 0) {
+            t.first_iteration = 1;
+            t.last_iteration = reps;
+            snprintf(t.model, sizeof(t.model), "sc-allreduce-bench %zu floats", n);
+            if (sc_trace_write_json(&t, trace))
+                fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
+        }
+        sc_trace_free(&t);
+    }
+    double mm = median(t_mpi, reps), ms = median(t_sc, reps);
     if (rt.rank == 0)
-        printf("allreduce %zu floats (%.2f MiB) on %d ranks, median of %d: MPI_Allreduce %.3f ms, "
-               "starconv ring %.3f ms, ratio %.2f\n",
-               n, n * 4.0 / (1 << 20), rt.size, reps, mm * 1e3, ms * 1e3, ms / mm);
+        printf("allreduce %zu floats (%.3f MiB) on %d ranks, median of %d: MPI_Allreduce without StarPU %.3f ms, "
+               "with StarPU running %.3f ms, starconv task graph %.3f ms; task graph / MPI without StarPU %.2f, "
+               "/ MPI with StarPU %.2f\n",
+               n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, mm * 1e3, ms * 1e3, ms / alone, ms / mm);
     sc_tasks_wait_all(rt.comm);
     sc_ring_destroy(ring);
     starpu_data_unregister(h);

@@ -331,10 +331,16 @@ static int abandon_init(struct sc_runtime *rt, int err)
     return err;
 }
 
-int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt)
+int sc_runtime_mpi_init(int *argc, char ***argv)
 {
-    int provided;
-    memset(rt, 0, sizeof(*rt));
+    int provided, started;
+    MPI_Initialized(&started);
+    if (started) {
+        MPI_Query_thread(&provided);
+        return provided < MPI_THREAD_MULTIPLE
+                   ? sc_error(SC_ERR_RUNTIME, "this MPI does not support MPI_THREAD_MULTIPLE")
+                   : 0;
+    }
     /* StarPU-MPI's progress thread polls MPI while transfers are pending;
      * when ranks x workers fill the cores, Open MPI must yield the core
      * between polls or the polling starves the workers (measured: 1700 ->
@@ -350,6 +356,15 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
         MPI_Finalize();
         return sc_error(SC_ERR_RUNTIME, "this MPI does not support MPI_THREAD_MULTIPLE");
     }
+    return 0;
+}
+
+int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt)
+{
+    memset(rt, 0, sizeof(*rt));
+    int err = sc_runtime_mpi_init(argc, argv);
+    if (err)
+        return err;
     rt->comm = MPI_COMM_WORLD;
     MPI_Comm_rank(rt->comm, &rt->rank);
     MPI_Comm_size(rt->comm, &rt->size);
@@ -364,7 +379,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
         return abandon_init(rt, werr);
     }
 
-    int err = place_workers(rt, node);
+    err = place_workers(rt, node);
     MPI_Comm_free(&node);
     if (err)
         return abandon_init(rt, err);

@@ -32,6 +32,9 @@ int sc_runtime_policy_valid(const char *name);
  * call MPI), then StarPU with policy sched (NULL: STARPU_SCHED or StarPU's
  * default), then StarPU-MPI. */
 int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt);
+/* MPI alone, as sc_runtime_init starts it (which then uses it as it is):
+ * for measuring MPI before StarPU runs (bench/sc-allreduce-bench). */
+int sc_runtime_mpi_init(int *argc, char ***argv);
 void sc_runtime_shutdown(struct sc_runtime *rt);
 
 /* Seconds after which a rank that has not been heard from (killed, stopped,
