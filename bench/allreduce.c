@@ -1,4 +1,4 @@
-/* sc-allreduce-bench [--trace FILE] [FLOATS] [REPS]: the cost of starconv's
+/* sc-allreduce-bench [--trace FILE] [--segment KB] [FLOATS] [REPS]: the cost of starconv's
  * allreduce task graph (the ring of tasks/collectives.c, with the windows of
  * training) against MPI_Allreduce on the same vector, in three columns from
  * one run (rank 0 prints the medians):
@@ -7,7 +7,8 @@
  *      interleaved with 3. (their threads perturb MPI's timing);
  *   3. the task graph: submission to the moment the vector can be read.
  * --trace FILE writes the timeline of the task graph's repetitions (tasks and
- * transfers, as starconv-train --trace) to FILE.
+ * transfers, as starconv-train --trace) to FILE.  --segment KB: the ring's
+ * segment size (starconv-train --comm-segment; default, as there, 512).
  * sc-allreduce-bench --mpi-only [FLOATS] [REPS]: column 1 alone. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,7 +60,8 @@ static double time_mpi(float *m, size_t n, int reps, MPI_Comm comm)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE | --mpi-only] [FLOATS>0] [REPS>0]\n");
+    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE] [--segment KB] [FLOATS>0] [REPS>0]\n"
+                    "       sc-allreduce-bench --mpi-only [FLOATS>0] [REPS>0]\n");
     return 2;
 }
 
@@ -67,14 +69,21 @@ int main(int argc, char **argv)
 {
     const char *trace = NULL;
     int mpi_only = 0;
+    struct sc_comm_opts defaults;
+    sc_comm_opts_default(&defaults);
+    long segment_kb = defaults.segment_kb;
+    char *end;
     if (argc > 1 && !strcmp(argv[1], "--mpi-only")) {
         mpi_only = 1;
         argv++, argc--;
-    } else if (argc > 2 && !strcmp(argv[1], "--trace")) {
-        trace = argv[2];
+    }
+    while (!mpi_only && argc > 2 && (!strcmp(argv[1], "--trace") || !strcmp(argv[1], "--segment"))) {
+        if (!strcmp(argv[1], "--trace"))
+            trace = argv[2];
+        else if ((segment_kb = strtol(argv[2], &end, 10)) < 4 || *end)
+            return usage();
         argv += 2, argc -= 2;
     }
-    char *end;
     size_t n = argc > 1 ? strtoul(argv[1], &end, 10) : (size_t)1 << 20;
     int reps = argc > 2 ? atoi(argv[2]) : 50;
     if (n < 1 || n > (1u << 30) || reps < 1 || argc > 3 || (argc > 1 && *end))
@@ -112,13 +121,12 @@ int main(int argc, char **argv)
     starpu_data_handle_t h;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
-    if (sc_ring_create(&ring, h, rt.comm, "bench")) {
+    /* As starconv-train's buckets have it. */
+    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window};
+    if (sc_ring_create(&ring, h, rt.comm, &ro, "bench")) {
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;
     }
-    struct sc_comm_opts defaults;
-    sc_comm_opts_default(&defaults);
-    sc_ring_set_window(ring, defaults.window); /* as starconv-train's buckets */
     /* Interleaved, so that both see the same machine state. */
     for (int r = -WARM; r < reps; r++) {
         MPI_Barrier(rt.ctl);
@@ -154,9 +162,9 @@ int main(int argc, char **argv)
     double mm = median(t_mpi, reps), ms = median(t_sc, reps);
     if (rt.rank == 0)
         printf("allreduce %zu floats (%.3f MiB) on %d ranks, median of %d: MPI_Allreduce without StarPU %.3f ms, "
-               "with StarPU running %.3f ms, starconv task graph %.3f ms; task graph / MPI without StarPU %.2f, "
-               "/ MPI with StarPU %.2f\n",
-               n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, mm * 1e3, ms * 1e3, ms / alone, ms / mm);
+               "with StarPU running %.3f ms, starconv task graph (%ld KiB segments) %.3f ms; task graph / MPI "
+               "without StarPU %.2f, / MPI with StarPU %.2f\n",
+               n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, mm * 1e3, segment_kb, ms * 1e3, ms / alone, ms / mm);
     sc_tasks_wait_all(rt.comm);
     sc_ring_destroy(ring);
     starpu_data_unregister(h);

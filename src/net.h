@@ -26,8 +26,8 @@ struct sc_comm_opts {
     int fc_replicate;      /* Lee et al.: the first F [connected] layers gather their
                             * inputs and errors and compute the whole gradient */
     int priorities;        /* 1: task priorities from the critical path */
-    int window;            /* segments of a large collective in flight at once (0: all;
-                            * sc_ring_set_window) */
+    int window;            /* segments of a large collective in flight at once (0: all) */
+    int segment_kb;        /* KiB per segment of a large collective (sc_ring_opts) */
     const char *parallel;  /* --parallel: the grid of every layer without parallel= in
                             * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
     int nccl;              /* 1 (--collectives nccl): the buckets' gradient sums are NCCL

@@ -205,7 +205,8 @@ void sc_comm_opts_default(struct sc_comm_opts *o)
                                .bucket_mb = 25,
                                .fc_replicate = 0,
                                .priorities = 1,
-                               .window = 2};
+                               .window = 2,
+                               .segment_kb = 512};
 }
 
 int sc_comm_opts_parse_grad(const char *s, struct sc_comm_opts *o)

@@ -402,7 +402,8 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     size_t sizes[b->nlayers];
     for (int i = 0; i < b->nlayers; i++)
         sizes[i] = net->layers[b->layer[i]].nparams;
-    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, D->comm.window, b->name)))
+    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window};
+    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
         struct sc_layer *l = &net->layers[b->layer[i]];

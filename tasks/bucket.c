@@ -18,7 +18,7 @@ struct sc_bucket {
 };
 
 int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
-                     int window, const char *name)
+                     const struct sc_ring_opts *ring, const char *name)
 {
     struct sc_bucket *b = calloc(1, sizeof(*b));
     if (!b)
@@ -31,10 +31,9 @@ int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, M
     if ((err = sc_vector_new(&b->hw, (void **)&b->w, b->n, sizeof(float))) ||
         (err = sc_vector_new(&b->hv, (void **)&b->v, b->n, sizeof(float))) ||
         (err = sc_vector_new(&b->hg, (void **)&b->g, b->n, sizeof(float))) ||
-        (err = sc_ring_create(&b->ring, b->hg, comm, name)) ||
+        (err = sc_ring_create(&b->ring, b->hg, comm, ring, name)) ||
         (err = sc_sgd_sync_create(&b->sgd, b->ring, b->hw, b->hv)))
         return err;
-    sc_ring_set_window(b->ring, window);
     if (nccl)
         sc_sgd_sync_use_nccl(b->sgd, nccl);
     if (nslices == 1)

@@ -16,8 +16,10 @@ int64_t sc_tags_reserve(int64_t count)
 
 /* Each rank's chunk is cut into K segments (K from the chunk size only, so
  * every rank agrees) so that the transfer of one segment overlaps the
- * accumulation of the previous one. */
-#define SEGMENT_BYTES (512 << 10)
+ * accumulation of the previous one, and so that the window (wait_credit)
+ * has something to hold back.  Each segment costs a StarPU-MPI message
+ * (sc_ring_opts in tasks.h says what that trades). */
+#define SEGMENT_BYTES_DEFAULT ((size_t)512 << 10)
 #define MAX_SEGMENTS 8
 
 struct sc_ring {
@@ -93,7 +95,8 @@ static int ring_alloc(struct sc_ring *r)
     return 0;
 }
 
-int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const char *name)
+int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const struct sc_ring_opts *opts,
+                   const char *name)
 {
     struct sc_ring *r = calloc(1, sizeof(*r));
     if (!r)
@@ -107,7 +110,9 @@ int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm
     snprintf(r->acc_name, sizeof(r->acc_name), "%s.reduce_scatter", r->name);
     size_t n = starpu_vector_get_nx(vec);
     size_t chunk_bytes = n / r->size * sizeof(float);
-    r->nseg = (int)(chunk_bytes / SEGMENT_BYTES);
+    size_t segment_bytes = opts && opts->segment_bytes ? opts->segment_bytes : SEGMENT_BYTES_DEFAULT;
+    r->window = opts && opts->window > 0 ? opts->window : 0;
+    r->nseg = (int)(chunk_bytes / segment_bytes);
     r->nseg = r->nseg < 1 ? 1 : r->nseg > MAX_SEGMENTS ? MAX_SEGMENTS : r->nseg;
     r->tag = sc_tags_reserve(2 * (int64_t)r->size * r->nseg);
     if (r->size == 1) {
@@ -138,11 +143,6 @@ void sc_ring_destroy(struct sc_ring *r)
     free(r->recv);
     free(r->recv_mem);
     free(r);
-}
-
-void sc_ring_set_window(struct sc_ring *r, int segments)
-{
-    r->window = segments > 0 ? segments : 0;
 }
 
 void sc_ring_owned_range(const struct sc_ring *r, size_t *first, size_t *count)
@@ -473,7 +473,7 @@ int sc_gate_create(struct sc_gate **out, MPI_Comm comm, const char *name)
     snprintf(g->zero_name, sizeof(g->zero_name), "%s.open", name);
     snprintf(g->check_name, sizeof(g->check_name), "%s.check", name);
     starpu_vector_data_register(&g->h, STARPU_MAIN_RAM, (uintptr_t)&g->count, 1, sizeof(float));
-    int err = sc_ring_create(&g->sum, g->h, comm, name);
+    int err = sc_ring_create(&g->sum, g->h, comm, NULL, name);
     if (err) {
         sc_gate_destroy(g);
         return err;

@@ -32,11 +32,11 @@ static int test_allreduce(struct sc_runtime *rt, size_t n, int window)
     starpu_data_handle_t h;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
-    if (sc_ring_create(&ring, h, rt->comm, "test")) {
+    struct sc_ring_opts ro = {0, window};
+    if (sc_ring_create(&ring, h, rt->comm, &ro, "test")) {
         printf("FAIL sc_ring_create: %s\n", sc_last_error());
         return 1;
     }
-    sc_ring_set_window(ring, window);
     int bad = 0;
     for (int round = 0; round < 3; round++) { /* the plan is reused, as in training */
         starpu_data_acquire(h, STARPU_W);
@@ -79,11 +79,11 @@ static int test_sgd(struct sc_runtime *rt, size_t n, int window)
     starpu_vector_data_register(&hg, STARPU_MAIN_RAM, (uintptr_t)g, n, 4);
     struct sc_ring *ring;
     struct sc_sgd_sync *sync;
-    if (sc_ring_create(&ring, hg, rt->comm, "g") || sc_sgd_sync_create(&sync, ring, hw, hv)) {
+    struct sc_ring_opts ro = {0, window};
+    if (sc_ring_create(&ring, hg, rt->comm, &ro, "g") || sc_sgd_sync_create(&sync, ring, hw, hv)) {
         printf("FAIL plan: %s\n", sc_last_error());
         return 1;
     }
-    sc_ring_set_window(ring, window);
     struct sc_sgd_args a = {0.1f, 0.9f, 0.01f};
     starpu_data_acquire(hw, STARPU_W);
     for (size_t i = 0; i < n; i++)
@@ -143,7 +143,8 @@ static int test_gate(struct sc_runtime *rt, size_t na, size_t nb)
         starpu_vector_data_register(&hw[k], STARPU_MAIN_RAM, (uintptr_t)w[k], n[k], 4);
         starpu_vector_data_register(&hv[k], STARPU_MAIN_RAM, (uintptr_t)v[k], n[k], 4);
         starpu_vector_data_register(&hg[k], STARPU_MAIN_RAM, (uintptr_t)g[k], n[k], 4);
-        if (sc_ring_create(&ring[k], hg[k], rt->comm, "g") || sc_sgd_sync_create(&sync[k], ring[k], hw[k], hv[k])) {
+        if (sc_ring_create(&ring[k], hg[k], rt->comm, NULL, "g") ||
+            sc_sgd_sync_create(&sync[k], ring[k], hw[k], hv[k])) {
             printf("FAIL plan: %s\n", sc_last_error());
             return 1;
         }
@@ -232,7 +233,7 @@ int main(int argc, char **argv)
         bad |= test_allreduce(&rt, sizes[k], 0);
         bad |= test_sgd(&rt, sizes[k], 0);
     }
-    /* With credits (sc_ring_set_window): the largest vector has 2 to 4
+    /* With credits (sc_ring_opts.window): the largest vector has 2 to 4
      * segments per chunk here, so windows 1 and 2 hold sends back. */
     for (int window = 1; window <= 2; window++) {
         bad |= test_allreduce(&rt, (1 << 20) + 5, window);
