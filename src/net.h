@@ -25,7 +25,7 @@ struct sc_comm_opts {
     double bucket_mb;      /* MB of bucket:MB */
     int fc_replicate;      /* Lee et al.: the first F [connected] layers gather their
                             * inputs and errors and compute the whole gradient */
-    int priorities;        /* 1: task priorities from the critical path */
+    int priorities;        /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
     int window;            /* segments of a large collective in flight at once (0: all) */
     int segment_kb;        /* KiB per segment of a large collective (sc_ring_opts) */
     const char *parallel;  /* --parallel: the grid of every layer without parallel= in

@@ -176,10 +176,17 @@ static struct starpu_codelet cl_recv_gate = {
     .name = "recv_gate",
 };
 
+/* A task of one of the dependency-only codelets here (modes: the held
+ * handle's, then R), so that what comes after it on 'held' waits for 'ready'. */
+static int hold_until(struct starpu_codelet *cl, starpu_data_handle_t held, starpu_data_handle_t ready)
+{
+    int err = starpu_task_insert(cl, cl->modes[0], held, STARPU_R, ready, 0);
+    return err ? sc_error(SC_ERR_RUNTIME, "task submission failed (%d)", err) : 0;
+}
+
 static int gate_receive(starpu_data_handle_t recv_buffer, starpu_data_handle_t ready)
 {
-    int err = starpu_task_insert(&cl_recv_gate, STARPU_W, recv_buffer, STARPU_R, ready, 0);
-    return err ? sc_error(SC_ERR_RUNTIME, "task submission failed (%d)", err) : 0;
+    return hold_until(&cl_recv_gate, recv_buffer, ready);
 }
 
 /* Credits: segment j of a step is sent once segment j - WINDOW of the same
@@ -198,10 +205,7 @@ static struct starpu_codelet cl_send_credit = {
 static int wait_credit(const struct sc_ring *r, int j, starpu_data_handle_t to_send, starpu_data_handle_t *arrivals)
 {
     int w = r->window;
-    if (w <= 0 || j < w)
-        return 0;
-    int err = starpu_task_insert(&cl_send_credit, STARPU_RW, to_send, STARPU_R, arrivals[j - w], 0);
-    return err ? sc_error(SC_ERR_RUNTIME, "task submission failed (%d)", err) : 0;
+    return w <= 0 || j < w ? 0 : hold_until(&cl_send_credit, to_send, arrivals[j - w]);
 }
 
 static void (*wake_hook)(void);

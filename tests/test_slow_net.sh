@@ -9,6 +9,21 @@
 . "$TOP_SRCDIR/tests/common.sh"
 
 SLOW="$TOP_SRCDIR/bench/slow-net"
+
+# stop_within_60s PID WHAT: SIGTERM to PID, then wait up to 60 s for it to
+# end (a failure if it does not; it is then killed) and reap it.
+stop_within_60s() {
+  kill -TERM "$1" 2>/dev/null
+  for _ in $(seq 1 60); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 1
+  done
+  if kill -0 "$1" 2>/dev/null; then
+    kill -KILL "$1" 2>/dev/null
+    fail "$2 did not end within 60 s of SIGTERM"
+  fi
+  wait "$1" 2>/dev/null
+}
 "$SLOW" --rate 1gbit -- true 2>"$WORK/probe"
 case $? in
 0) ;;
@@ -62,16 +77,7 @@ STARPU_NCPU=1 STARPU_SILENT=1 "$SLOW" --rate 200mbit -- $mpi "$TRAIN" $args --it
   >"$WORK/int.out" 2>&1 &
 pid=$!
 sleep 5
-kill -TERM "$pid" 2>/dev/null
-for _ in $(seq 1 60); do
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 1
-done
-if kill -0 "$pid" 2>/dev/null; then
-  kill -KILL "$pid" 2>/dev/null
-  fail "bench/slow-net did not end within 60 s of SIGTERM"
-fi
-wait "$pid" 2>/dev/null
+stop_within_60s "$pid" "bench/slow-net"
 sleep 1
 left=$(pgrep -f "$TRAIN .*--iters 100000" || true)
 if [ -z "$left" ] && [ "$(ip netns list 2>/dev/null | sort)" = "$netns_before" ] &&
@@ -160,17 +166,8 @@ if [ "$(echo $rank_netns | wc -w)" -eq 2 ]; then
 else
   fail "--per-rank: ranks '$(echo $ranks)' in namespaces '$(echo $rank_netns)', not 2 of their own"
 fi
-kill -TERM "$pid" 2>/dev/null
 start=$(date +%s)
-for _ in $(seq 1 60); do
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 1
-done
-if kill -0 "$pid" 2>/dev/null; then
-  kill -KILL "$pid" 2>/dev/null
-  fail "bench/slow-net --per-rank did not end within 60 s of SIGTERM"
-fi
-wait "$pid" 2>/dev/null
+stop_within_60s "$pid" "bench/slow-net --per-rank"
 took=$(($(date +%s) - start))
 sleep 1
 alive=$(for p in $tree; do kill -0 "$p" 2>/dev/null && echo "$p"; done)
