@@ -28,4 +28,21 @@ static inline long sc_box_area(struct sc_box b)
     return sc_box_empty(b) ? 0 : (long)(b.r1 - b.r0) * (b.c1 - b.c0);
 }
 
+/* A block of one sample's tensor: rows x columns (box) of channels
+ * [ch0, ch1). */
+struct sc_block {
+    struct sc_box box;
+    int ch0, ch1;
+};
+
+static inline int sc_block_empty(struct sc_block b)
+{
+    return sc_box_empty(b.box) || b.ch1 <= b.ch0;
+}
+static inline struct sc_block sc_block_intersect(struct sc_block a, struct sc_block b)
+{
+    struct sc_block r = {sc_box_intersect(a.box, b.box), a.ch0 > b.ch0 ? a.ch0 : b.ch0, a.ch1 < b.ch1 ? a.ch1 : b.ch1};
+    return r;
+}
+
 #endif

@@ -25,12 +25,57 @@ struct sc_box sc_layout_box(const struct sc_layout *L, int rank)
     return (struct sc_box){r0, r0 + nr, c0, c0 + nc};
 }
 
+/* cdims without the dimensions of extent 1, which split nothing. */
+static unsigned effective_cdims(const struct sc_layout *L)
+{
+    unsigned m = 0;
+    for (int d = SC_DIM_C; d <= SC_DIM_F; d++)
+        if ((L->cdims & (1u << d)) && L->grid.extent[d] > 1)
+            m |= 1u << d;
+    return m;
+}
+
+int sc_layout_channel_parts(const struct sc_layout *L)
+{
+    unsigned m = effective_cdims(L);
+    return (m & SC_CDIMS_C ? L->grid.extent[SC_DIM_C] : 1) * (m & SC_CDIMS_F ? L->grid.extent[SC_DIM_F] : 1);
+}
+
+void sc_layout_channels(const struct sc_layout *L, int rank, int *ch0, int *count)
+{
+    int coords[SC_NDIMS], part = 0;
+    unsigned m = effective_cdims(L);
+    sc_grid_coords(&L->grid, rank, coords);
+    if (m & SC_CDIMS_F)
+        part = coords[SC_DIM_F];
+    if (m & SC_CDIMS_C)
+        part = part * L->grid.extent[SC_DIM_C] + coords[SC_DIM_C];
+    sc_block_range(L->c, sc_layout_channel_parts(L), part, ch0, count);
+}
+
+struct sc_block sc_layout_block(const struct sc_layout *L, int rank)
+{
+    int ch0, nch;
+    sc_layout_channels(L, rank, &ch0, &nch);
+    return (struct sc_block){sc_layout_box(L, rank), ch0, ch0 + nch};
+}
+
+unsigned sc_layout_replicated(const struct sc_layout *L)
+{
+    unsigned m = 0, split = effective_cdims(L);
+    for (int d = SC_DIM_C; d <= SC_DIM_F; d++)
+        if (L->grid.extent[d] > 1 && !(split & (1u << d)))
+            m |= 1u << d;
+    return m;
+}
+
 int sc_layout_equal(const struct sc_layout *a, const struct sc_layout *b)
 {
     for (int d = 0; d < SC_NDIMS; d++)
         if (a->grid.extent[d] != b->grid.extent[d])
             return 0;
-    return a->batch == b->batch && a->h == b->h && a->w == b->w && a->ntiles == b->ntiles;
+    return a->batch == b->batch && a->h == b->h && a->w == b->w && a->ntiles == b->ntiles && a->c == b->c &&
+           effective_cdims(a) == effective_cdims(b);
 }
 
 static int floor_div(int a, int b)

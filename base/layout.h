@@ -8,15 +8,27 @@
 #include "base/box.h"
 #include "base/grid.h"
 
-/* A tensor of batch x C x h x w split over the N, H and W dimensions of a
- * grid (the grid's C and F extents must be 1), each rank's samples split
- * further into ntiles tiles.  Ranks with the same N coordinate hold the
- * same samples (a "sample group"); their H and W coordinates pick a block
- * of every sample. */
+/* A tensor of batch x c x h x w split over a grid, each rank's samples
+ * split further into ntiles tiles.  Ranks with the same N coordinate hold
+ * the same samples (a "sample group"); their H and W coordinates pick a
+ * block of every sample; the grid dimensions in cdims (C and F, a bit mask
+ * of 1 << SC_DIM_*) split the channels, F's coordinate the major part of
+ * the index (part = f * extent(C) + c when both split them).  A dimension
+ * of extent > 1 that splits nothing replicates the tensor along it: every
+ * rank along it holds the same block, either as copies of one value (a
+ * layer's input under filter splitting) or as partial sums whose total is
+ * the value (a convolution's output before the reduce-scatter of channel
+ * splitting).  Which of the two is the reader's business (sc_fetch). */
 struct sc_layout {
     struct sc_grid grid;
     int batch, h, w, ntiles;
+    int c;
+    unsigned cdims;
 };
+
+#define SC_CDIMS_C  (1u << SC_DIM_C)
+#define SC_CDIMS_F  (1u << SC_DIM_F)
+#define SC_CDIMS_CF (SC_CDIMS_C | SC_CDIMS_F)
 
 /* The global samples [*first, *first + *count) of a rank, and of its tile. */
 void sc_layout_rank_samples(const struct sc_layout *L, int rank, int *first, int *count);
@@ -24,7 +36,16 @@ void sc_layout_tile_samples(const struct sc_layout *L, int rank, int tile, int *
 /* The block of every sample that rank holds (may be empty when the image
  * has fewer rows or columns than the grid has ranks along them). */
 struct sc_box sc_layout_box(const struct sc_layout *L, int rank);
-/* Same grid and sizes: the same blocks and tiles everywhere. */
+/* The channels [*ch0, *ch0 + *count) that rank holds. */
+void sc_layout_channels(const struct sc_layout *L, int rank, int *ch0, int *count);
+/* The channel parts: the product of the extents of cdims. */
+int sc_layout_channel_parts(const struct sc_layout *L);
+/* Its block and channels. */
+struct sc_block sc_layout_block(const struct sc_layout *L, int rank);
+/* The grid dimensions along which L is replicated (a bit mask). */
+unsigned sc_layout_replicated(const struct sc_layout *L);
+/* Same grid and sizes and channel split: the same blocks and tiles
+ * everywhere. */
 int sc_layout_equal(const struct sc_layout *a, const struct sc_layout *b);
 
 /* A sliding window along one dimension: kernel k, stride s, padding p

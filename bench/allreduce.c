@@ -122,7 +122,7 @@ int main(int argc, char **argv)
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
     /* As starconv-train's buckets have it. */
-    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window};
+    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0};
     if (sc_ring_create(&ring, h, rt.comm, &ro, "bench")) {
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;

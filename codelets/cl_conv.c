@@ -102,9 +102,8 @@ int sc_insert_conv_fwd(const struct sc_task_opts *opts, const struct sc_conv_arg
                        starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
 {
     int ret;
-    if ((ret = conv_args_check(a, "conv_fwd")) ||
-        (ret = sc_check_vec(x, conv_nx(a), sizeof(float), "conv_fwd", "x")) ||
-        (ret = sc_check_vec(params, conv_nw(a) + a->f, sizeof(float), "conv_fwd", "params")) ||
+    if ((ret = conv_args_check(a, "conv_fwd")) || (ret = sc_check_vec(x, conv_nx(a), sizeof(float), "conv_fwd", "x")) ||
+        (ret = sc_check_vec(params, conv_nw(a) + (a->nobias ? 0 : a->f), sizeof(float), "conv_fwd", "params")) ||
         (ret = sc_check_vec(y, conv_ny(a), sizeof(float), "conv_fwd", "y")))
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R, params,
@@ -168,7 +167,7 @@ int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_c
     if ((ret = conv_args_check(a, "conv_bwd_filter")) ||
         (ret = sc_check_vec(x, conv_nx(a), sizeof(float), "conv_bwd_filter", "x")) ||
         (ret = sc_check_vec(dy, conv_ny(a), sizeof(float), "conv_bwd_filter", "dy")) ||
-        (ret = sc_check_vec(dparams, conv_nw(a) + (size_t)a->f, sizeof(float), "conv_bwd_filter",
+        (ret = sc_check_vec(dparams, conv_nw(a) + (size_t)(a->nobias ? 0 : a->f), sizeof(float), "conv_bwd_filter",
                             "dparams")))
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_conv_bwd_filter, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R,

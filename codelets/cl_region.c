@@ -77,6 +77,61 @@ static void gather(void (*copy)(const struct box_copy *), const struct sc_region
     }
 }
 
+/* COPY and SUM: the destination's block (dst_n samples from dst_s0,
+ * channels [dst_ch0, dst_ch0 + c), dst_box) from the parts of the sources
+ * within it, copied (what no source covers is left alone) or summed in
+ * source order over zeros (on the CPU: channel splitting's reductions). */
+static void assemble(void (*copy)(const struct box_copy *), int sum, const struct sc_region_args *a, void **bufs)
+{
+    struct sc_box win = a->dst_box;
+    float *dst = (float *)STARPU_VECTOR_GET_PTR(bufs[a->na]);
+    size_t wh = rows(win), ww = cols(win), plane = wh * ww;
+    if (sum)
+        memset(dst, 0, (size_t)a->dst_n * a->c * plane * sizeof(float));
+    for (int i = 0; i < a->na; i++) {
+        const struct sc_region_src *b = &a->src[i];
+        const float *p = (const float *)STARPU_VECTOR_GET_PTR(bufs[i]);
+        int bch0 = b->nch ? b->ch0 : a->dst_ch0, bnch = b->nch ? b->nch : a->c;
+        int ca = a->dst_ch0 > bch0 ? a->dst_ch0 : bch0,
+            cb = a->dst_ch0 + a->c < bch0 + bnch ? a->dst_ch0 + a->c : bch0 + bnch;
+        int sa = a->dst_s0 > b->s0 ? a->dst_s0 : b->s0,
+            sb = a->dst_s0 + a->dst_n < b->s0 + b->n ? a->dst_s0 + a->dst_n : b->s0 + b->n;
+        struct sc_box x = sc_box_intersect(win, b->box);
+        if (sa >= sb || ca >= cb || sc_box_empty(x))
+            continue;
+        size_t bh = rows(b->box), bw = cols(b->box);
+        struct box_copy c = {.dst = dst + ((size_t)(sa - a->dst_s0) * a->c + (ca - a->dst_ch0)) * plane +
+                                    (x.r0 - win.r0) * ww + (x.c0 - win.c0),
+                             .ds = a->c * plane,
+                             .dc = plane,
+                             .dr = ww,
+                             .src = p + ((size_t)(sa - b->s0) * bnch + (ca - bch0)) * bh * bw +
+                                    (x.r0 - b->box.r0) * bw + (x.c0 - b->box.c0),
+                             .ss = bnch * bh * bw,
+                             .sc = bh * bw,
+                             .sr = bw,
+                             .ns = sb - sa,
+                             .nc = cb - ca,
+                             .nr = rows(x),
+                             .nx = cols(x)};
+        if (!sum) {
+            copy(&c);
+            continue;
+        }
+        for (int s = 0; s < c.ns; s++)
+            for (int ch = 0; ch < c.nc; ch++)
+                for (int r = 0; r < c.nr; r++) {
+                    float *d = c.dst + s * c.ds + ch * c.dc + r * c.dr;
+                    const float *q = c.src + s * c.ss + ch * c.sc + r * c.sr;
+                    for (int k = 0; k < c.nx; k++)
+                        d[k] += q[k];
+                }
+    }
+    size_t all = (size_t)a->dst_n * a->c * plane;
+    for (size_t i = 0; sum && a->relu && i < all; i++)
+        dst[i] = dst[i] > 0.0f ? dst[i] : 0.0f;
+}
+
 /* Write part (within both boxes) of buf (n samples from s0, c channels,
  * block bbox) into dst (samples from dst_s0, block dbox); buf NULL writes
  * zeros. */
@@ -254,8 +309,10 @@ static void region_run(void *buffers[], void *cl_arg, const struct backend *be)
         ws = sc_workspace_of(buffers[STARPU_TASK_GET_NBUFFERS(starpu_task_get_current()) - 1]);
     switch (a->op) {
     case SC_REGION_COPY:
-        gather(be->copy, a->src, buffers, a->na, a->c, a->dst_s0, a->dst_n, a->dst_box,
-                   (float *)STARPU_VECTOR_GET_PTR(buffers[a->na]));
+        assemble(be->copy, 0, a, buffers);
+        break;
+    case SC_REGION_SUM:
+        assemble(be->copy, 1, a, buffers);
         break;
     case SC_REGION_CONV_FWD: conv_fwd(a, buffers, be, &ws); break;
     case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers, be, &ws); break;
@@ -319,7 +376,7 @@ static uint32_t region_footprint(struct starpu_task *task)
     int key[8] = {a->op, a->n, a->c, a->region.r1 - a->region.r0, a->region.c1 - a->region.c0, a->na, a->nb,
                   a->op == SC_REGION_POOL_FWD || a->op == SC_REGION_POOL_BWD ? a->pool.c : a->conv.f};
     uint32_t h = starpu_hash_crc32c_be_n(key, sizeof key, 0);
-    return a->op == SC_REGION_COPY ? h : starpu_hash_crc32c_be_n(&a->conv, sizeof a->conv, h);
+    return a->op == SC_REGION_COPY || a->op == SC_REGION_SUM ? h : starpu_hash_crc32c_be_n(&a->conv, sizeof a->conv, h);
 }
 
 SC_PERFMODEL(region_model, "sc_region", region_footprint);
@@ -330,7 +387,10 @@ SC_CODELET(cl_region, "region", &region_model, cl_region_cpu_func, cl_region_cud
 static void channels(const struct sc_region_args *a, int *ca, int *cb, int *cd)
 {
     switch (a->op) {
-    case SC_REGION_COPY: *ca = *cb = *cd = a->c; break;
+    case SC_REGION_COPY:
+    case SC_REGION_SUM:
+        *ca = *cb = *cd = a->c;
+        break;
     case SC_REGION_CONV_FWD: *ca = a->conv.c, *cb = 0, *cd = a->conv.f; break;
     case SC_REGION_CONV_BWD_DATA: *ca = a->conv.f, *cb = 0, *cd = a->conv.c; break;
     case SC_REGION_CONV_BWD_FILTER: *ca = a->conv.c, *cb = a->conv.f, *cd = 0; break;
@@ -341,13 +401,14 @@ static void channels(const struct sc_region_args *a, int *ca, int *cb, int *cd)
 int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_args *a, starpu_data_handle_t *srcs,
                      starpu_data_handle_t params, starpu_data_handle_t dst, const char *name)
 {
-    static const char *const ops[] = {"region_copy", "conv_fwd region", "conv_bwd_data region",
-                                      "conv_bwd_filter region", "pool_fwd region", "pool_bwd region"};
-    if (a->op < SC_REGION_COPY || a->op > SC_REGION_POOL_BWD)
+    static const char *const ops[] = {
+        "region_copy",     "conv_fwd region", "conv_bwd_data region", "conv_bwd_filter region", "pool_fwd region",
+        "pool_bwd region", "region_sum"};
+    if (a->op < SC_REGION_COPY || a->op > SC_REGION_SUM)
         return sc_error(SC_ERR_ARG, "region: unknown op %d", a->op);
     const char *op = ops[a->op];
     int ca, cb, cd, ret, conv = a->op >= SC_REGION_CONV_FWD && a->op <= SC_REGION_CONV_BWD_FILTER;
-    int pool = a->op >= SC_REGION_POOL_FWD;
+    int pool = a->op == SC_REGION_POOL_FWD || a->op == SC_REGION_POOL_BWD, assemble = !conv && !pool;
     channels(a, &ca, &cb, &cd);
     if (a->na < 1 || a->nb < 0 || a->na + a->nb > SC_REGION_MAX_SRC || a->n < 1 || ca < 1 ||
         sc_box_empty(a->region) || (a->op == SC_REGION_POOL_BWD && a->pool.max && a->nb < 1))
@@ -361,13 +422,14 @@ int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_arg
         const struct sc_region_src *s = &a->src[i];
         if (s->n < 1 || sc_box_empty(s->box))
             return sc_error(SC_ERR_ARG, "%s: source %d is empty", op, i);
-        if ((ret = sc_check_vec(srcs[i], (size_t)s->n * (i < a->na ? ca : cb) * sc_box_area(s->box),
-                                sizeof(float), op, "source")))
+        int sc = assemble && s->nch ? s->nch : i < a->na ? ca : cb;
+        if ((ret = sc_check_vec(srcs[i], (size_t)s->n * sc * sc_box_area(s->box), sizeof(float), op, "source")))
             return ret;
     }
     if (a->op == SC_REGION_CONV_BWD_FILTER) {
-        if ((ret = sc_check_vec(dst, (size_t)a->conv.f * a->conv.c * a->conv.kh * a->conv.kw + a->conv.f,
-                                sizeof(float), op, "dparams")))
+        if ((ret = sc_check_vec(
+                 dst, (size_t)a->conv.f * a->conv.c * a->conv.kh * a->conv.kw + (a->conv.nobias ? 0 : a->conv.f),
+                 sizeof(float), op, "dparams")))
             return ret;
     } else {
         int in_dst = a->s0 >= a->dst_s0 && a->s0 + a->n <= a->dst_s0 + a->dst_n &&
@@ -386,8 +448,7 @@ int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_arg
         d[nd++] = (struct starpu_data_descr){srcs[i], STARPU_R};
     if (conv && a->op != SC_REGION_CONV_BWD_FILTER)
         d[nd++] = (struct starpu_data_descr){params, STARPU_R};
-    d[nd++] = (struct starpu_data_descr){dst, a->op == SC_REGION_COPY || a->op == SC_REGION_CONV_BWD_FILTER
-                                                  ? STARPU_W : STARPU_RW};
+    d[nd++] = (struct starpu_data_descr){dst, assemble || a->op == SC_REGION_CONV_BWD_FILTER ? STARPU_W : STARPU_RW};
     if (conv && !sc_workspace_handle())
         return sc_error(SC_ERR_RUNTIME, "%s: the codelets are not initialised (sc_codelets_init)", op);
     if (conv)
@@ -396,6 +457,9 @@ int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_arg
     if (!copy)
         return sc_error(SC_ERR_NOMEM, "%s: out of memory", op);
     *copy = *a;
+    struct sc_task_opts cpu = {opts ? opts->priority : 0, SC_WHERE_CPU};
+    if (a->op == SC_REGION_SUM) /* its additions have no CUDA kernel */
+        opts = &cpu;
     ret = starpu_task_insert(&cl_region, STARPU_CL_ARGS, copy, sizeof *copy, STARPU_DATA_MODE_ARRAY, d, nd,
                              SC_TASK_ATTRS(opts, name), 0);
     return sc_insert_result(ret, op);

@@ -43,8 +43,8 @@ static dnnl_primitive_desc_t conv_fwd_pd(const struct sc_conv_args *a, int relu)
     dnnl_primitive_desc_t pd = NULL;
     CONV_GEOMETRY(a);
     conv_mds(&m, a, 0);
-    TRY(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m.x, &m.w, &m.b, &m.y,
-                                           strides, pad_l, pad_r));
+    TRY(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m.x, &m.w,
+                                           a->nobias ? NULL : &m.b, &m.y, strides, pad_l, pad_r));
     TRY(dnnl_primitive_attr_create(&attr));
     if (relu) {
         TRY(dnnl_post_ops_create(&po));
@@ -116,7 +116,7 @@ static void *conv_fwd_create(const void *key)
     conv_mds(&m, a, 1);
     const dnnl_memory_desc_t *u[3] = {&m.x, &m.w, &m.y};
     const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
-    return conv_prim_make(conv_fwd_pd(a, a->relu), u, q, 2, &m.b);
+    return conv_prim_make(conv_fwd_pd(a, a->relu), u, q, 2, a->nobias ? NULL : &m.b);
 }
 
 static void *conv_bwd_data_create(const void *key)
@@ -152,15 +152,16 @@ static void *conv_bwd_filter_create(const void *key)
     conv_mds(&m, a, 1);
     conv_mds(&any, a, 0);
     if (hint &&
-        dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w, &m.b, &any.y, strides,
-                                                    pad_l, pad_r) == dnnl_success &&
+        dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
+                                                    a->nobias ? NULL : &m.b, &any.y, strides, pad_l,
+                                                    pad_r) == dnnl_success &&
         dnnl_primitive_desc_create(&pd, &d, NULL, sc_dnnl_engine(), hint) != dnnl_success)
         pd = NULL;
     if (hint)
         dnnl_primitive_desc_destroy(hint);
     const dnnl_memory_desc_t *u[3] = {&m.x, &m.y, &m.w};
     const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_diff_dst_md, dnnl_query_diff_weights_md};
-    return conv_prim_make(pd, u, q, 2, &m.b);
+    return conv_prim_make(pd, u, q, 2, a->nobias ? NULL : &m.b);
 }
 
 /* Runs a cached primitive on (in0, in1) -> out, plus bias if any; the

@@ -221,7 +221,7 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
         if (sc_cudnn_check(
                 cudnnConvolutionForward(h, &one, d.x, x, d.w, in1, d.conv, al->fwd, ws, al->ws[0], &zero, d.y, out),
                 op) ||
-            sc_cudnn_check(cudnnAddTensor(h, &one, d.b, bias, &one, d.y, out), op))
+            (!a->nobias && sc_cudnn_check(cudnnAddTensor(h, &one, d.b, bias, &one, d.y, out), op)))
             break;
         if (a->relu)
             sc_cuda_check(sc_cuda_relu(out, (size_t)a->n * a->f * a->oh * a->ow, s), op);
@@ -241,7 +241,8 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
                                                           al->ws[2], &zero, d.w, out),
                            op))
             break;
-        sc_cudnn_check(cudnnConvolutionBackwardBias(h, &one, d.y, in1, &zero, d.b, bias), op);
+        if (!a->nobias)
+            sc_cudnn_check(cudnnConvolutionBackwardBias(h, &one, d.y, in1, &zero, d.b, bias), op);
         break;
     }
 done:

@@ -17,6 +17,9 @@ struct sc_conv_args {
     int sh, sw, ph, pw; /* stride, padding (symmetric) */
     int oh, ow;         /* output: (h + 2ph - kh)/sh + 1 */
     int relu;           /* 1: y = max(0, conv(x) + b) (ReLU as a oneDNN post-op) */
+    int nobias;         /* 1: no bias: the parameters are the weights alone, and backward
+                         * makes no bias gradient (a channel-split convolution's partial
+                         * sums but one) */
 };
 
 /* ---- pooling ---- */

@@ -248,6 +248,24 @@ static starpu_data_handle_t bn_buffer_handle(struct sc_layer *l)
     return ((struct bn_state *)l->priv)->hrunning;
 }
 
+/* Statistics and parameters are per channel: a share of the channels
+ * normalizes as the whole layer would (its sums over the other blocks of
+ * the same samples stay). */
+static int bn_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)
+{
+    (void)cout, (void)partial, (void)bias;
+    int err = sc_layer_split_copy(l, local, cin, sizeof(struct bn_state));
+    return err;
+}
+
+/* [weight | bias] and [running_mean | running_var]: two per-channel vectors. */
+static void bn_param_index(const struct sc_layer *l, const struct sc_layer *local, int in_ch0, int out_ch0,
+                           size_t *index)
+{
+    (void)out_ch0;
+    sc_layer_channel_index(l, local, 2, in_ch0, index);
+}
+
 const struct sc_layer_ops sc_layer_batchnorm_ops = {
     .section = "batchnorm",
     .prefix = "bn",
@@ -261,4 +279,6 @@ const struct sc_layer_ops sc_layer_batchnorm_ops = {
     .teardown = bn_teardown,
     .buffer_handle = bn_buffer_handle,
     .update_buffers = bn_update_buffers,
+    .split_channels = bn_split,
+    .param_index = bn_param_index,
 };

@@ -2,6 +2,7 @@
  * initialization from the counter-based rng, and the activation key of
  * their cfg sections (declared in layers.h). */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/rng.h"
@@ -35,4 +36,27 @@ int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s
         return sc_error(SC_ERR_PARSE, "%s:%d: unknown activation '%s' in [%s] (relu or linear)", cfg->path,
                         s->line, act, s->name);
     return 0;
+}
+
+int sc_layer_split_copy(const struct sc_layer *l, struct sc_layer *local, int cin, size_t priv_size)
+{
+    *local = *l;
+    local->priv = NULL;
+    if (priv_size) {
+        if (!(local->priv = malloc(priv_size)))
+            return sc_error(SC_ERR_NOMEM, "out of memory");
+        memcpy(local->priv, l->priv, priv_size);
+    }
+    local->in.c = cin;
+    if (local->nsrc > 1)
+        local->in2.c = cin;
+    return local->ops->shapes(local, 0);
+}
+
+void sc_layer_channel_index(const struct sc_layer *l, const struct sc_layer *local, int nvec, int ch0, size_t *index)
+{
+    int n = local->in.c;
+    for (int v = 0; v < nvec; v++)
+        for (int i = 0; i < n; i++)
+            index[(size_t)v * n + i] = (size_t)v * l->in.c + ch0 + i;
 }

@@ -6,7 +6,7 @@
 #include "layers.h"
 
 struct conv {
-    int filters, size, stride, pad, relu;
+    int filters, size, stride, pad, relu, bias;
     char fwd[48], bwd_data[48], bwd_filter[48], relu_bwd[48];
 };
 
@@ -26,6 +26,7 @@ static int conv_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cf
     if (p->filters < 0 || p->size < 0)
         return sc_error(SC_ERR_PARSE, "%s:%d: [convolutional] needs 'filters' and 'size'", cfg->path, s->line);
     l->torch_modules = p->relu ? 2 : 1;
+    p->bias = 1;
     return 0;
 }
 
@@ -33,10 +34,21 @@ static struct sc_conv_args conv_args(const struct sc_layer *l, int n)
 {
     const struct conv *p = l->priv;
     return (struct sc_conv_args){
-        .n = n, .c = l->in.c, .h = l->in.h, .w = l->in.w,
-        .f = p->filters, .kh = p->size, .kw = p->size,
-        .sh = p->stride, .sw = p->stride, .ph = p->pad, .pw = p->pad,
-        .oh = l->out.h, .ow = l->out.w, .relu = p->relu,
+        .n = n,
+        .c = l->in.c,
+        .h = l->in.h,
+        .w = l->in.w,
+        .f = p->filters,
+        .kh = p->size,
+        .kw = p->size,
+        .sh = p->stride,
+        .sw = p->stride,
+        .ph = p->pad,
+        .pw = p->pad,
+        .oh = l->out.h,
+        .ow = l->out.w,
+        .relu = p->relu,
+        .nobias = !p->bias,
     };
 }
 
@@ -56,8 +68,9 @@ static int conv_shapes(struct sc_layer *l, int max_n)
                         l->in.c, p->size, p->size);
     l->out = (struct sc_shape){p->filters, oh, ow};
     size_t nw = (size_t)p->filters * l->in.c * p->size * p->size;
-    l->nparams = nw + p->filters;
-    l->ntensors = 2;
+    l->nparams = nw + (p->bias ? p->filters : 0);
+    l->ntensors = p->bias ? 2 : 1;
+    l->mixes_channels = 1;
     l->tensors[0] = (struct sc_param_tensor){"weight", 4, {p->filters, l->in.c, p->size, p->size}, 0, nw};
     l->tensors[1] = (struct sc_param_tensor){"bias", 1, {p->filters}, nw, (size_t)p->filters};
     l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, oh};
@@ -112,6 +125,38 @@ static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
     return err;
 }
 
+static int conv_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)
+{
+    int err = sc_layer_split_copy(l, local, l->in.c, sizeof(struct conv));
+    if (err)
+        return err;
+    struct conv *p = local->priv;
+    p->filters = cout;
+    p->bias = bias;
+    if (partial) {
+        local->post_relu = p->relu;
+        p->relu = 0;
+    }
+    local->in.c = cin;
+    return conv_shapes(local, 0);
+}
+
+/* The share holds filters [out_ch0, +f) x input channels [in_ch0, +c) of
+ * the weights, and those filters' biases when it has a bias. */
+static void conv_param_index(const struct sc_layer *l, const struct sc_layer *local, int in_ch0, int out_ch0,
+                             size_t *index)
+{
+    const struct conv *p = local->priv;
+    size_t kk = (size_t)p->size * p->size, i = 0;
+    for (int f = 0; f < p->filters; f++)
+        for (int c = 0; c < local->in.c; c++)
+            for (size_t k = 0; k < kk; k++)
+                index[i++] = ((size_t)(out_ch0 + f) * l->in.c + in_ch0 + c) * kk + k;
+    size_t nw = l->tensors[0].count;
+    for (int f = 0; p->bias && f < p->filters; f++)
+        index[i++] = nw + out_ch0 + f;
+}
+
 const struct sc_layer_ops sc_layer_conv_ops = {
     .section = "convolutional",
     .prefix = "conv",
@@ -121,4 +166,6 @@ const struct sc_layer_ops sc_layer_conv_ops = {
     .forward = conv_forward,
     .act_backward = conv_act_backward,
     .backward = conv_backward,
+    .split_channels = conv_split,
+    .param_index = conv_param_index,
 };

@@ -146,6 +146,12 @@ static int gap_backward(struct sc_layer *l, const struct sc_tile_io *io)
     return io->dx ? sc_insert_gap_bwd(io->task, io->n, l->in.c, hw, 1.0f / (float)hw, io->dy, io->dx, p->bwd) : 0;
 }
 
+static int graph_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)
+{
+    (void)cout, (void)partial, (void)bias;
+    return sc_layer_split_copy(l, local, cin, sizeof(struct graph_layer));
+}
+
 const struct sc_layer_ops sc_layer_route_ops = {
     .section = "route",
     .prefix = "route",
@@ -160,6 +166,7 @@ const struct sc_layer_ops sc_layer_shortcut_ops = {
     .shapes = shortcut_shapes,
     .forward = shortcut_forward,
     .act_backward = shortcut_act_backward,
+    .split_channels = graph_split,
 };
 
 const struct sc_layer_ops sc_layer_gap_ops = {
@@ -169,4 +176,5 @@ const struct sc_layer_ops sc_layer_gap_ops = {
     .shapes = gap_shapes,
     .forward = gap_forward,
     .backward = gap_backward,
+    .split_channels = graph_split,
 };

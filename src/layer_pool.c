@@ -91,6 +91,12 @@ static int pool_backward(struct sc_layer *l, const struct sc_tile_io *io)
     return io->dx ? sc_insert_pool_bwd(io->task, &a, io->dy, io->scratch, io->dx, p->bwd) : 0;
 }
 
+static int pool_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)
+{
+    (void)cout, (void)partial, (void)bias;
+    return sc_layer_split_copy(l, local, cin, sizeof(struct pool));
+}
+
 const struct sc_layer_ops sc_layer_maxpool_ops = {
     .section = "maxpool",
     .prefix = "pool",
@@ -98,6 +104,7 @@ const struct sc_layer_ops sc_layer_maxpool_ops = {
     .shapes = pool_shapes,
     .forward = pool_forward,
     .backward = pool_backward,
+    .split_channels = pool_split,
 };
 
 const struct sc_layer_ops sc_layer_avgpool_ops = {
@@ -107,4 +114,5 @@ const struct sc_layer_ops sc_layer_avgpool_ops = {
     .shapes = pool_shapes,
     .forward = pool_forward,
     .backward = pool_backward,
+    .split_channels = pool_split,
 };

@@ -21,7 +21,7 @@ static int add_sources(const struct sc_tile_io *io, int which, struct sc_box win
     else if (max < 1)
         return sc_error(SC_ERR_SHAPE, "too many source blocks");
     else {
-        a->src[used] = (struct sc_region_src){sp->s0, io->n, which == SRC_X ? sp->in_box : sp->out_box};
+        a->src[used] = (struct sc_region_src){sp->s0, io->n, which == SRC_X ? sp->in_box : sp->out_box, 0, 0};
         h[used] = which == SRC_X ? io->x : io->dy;
     }
     if (n < 0)

@@ -104,6 +104,19 @@ struct sc_layer_ops {
     /* Optional (layers whose forward updates buffers): with io[0].gate, the
      * update the forward pass left, after the gate closes. */
     int (*update_buffers)(struct sc_layer *l, const struct sc_tile_io *io, int ntiles);
+    /* Optional (the layers that can split channels, c and f in parallel=):
+     * this rank's share of l, a copy with a priv of its own, for cin input
+     * and cout output channels, its shapes set (it gets its own setup and
+     * teardown).  partial: its output is a partial sum over the input
+     * channels (a channel-split convolution), which the network sums and
+     * then passes through the activation, so the share leaves the
+     * activation out (into post_relu) and has a bias only when bias. */
+    int (*split_channels)(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias);
+    /* With split_channels: index[i] = the position in l's parameters (and,
+     * for layers with buffers, of l's buffers, laid out alike) of the
+     * share's parameter i, the share's channels starting at in_ch0 (input)
+     * and out_ch0 (output). */
+    void (*param_index)(const struct sc_layer *l, const struct sc_layer *local, int in_ch0, int out_ch0, size_t *index);
 };
 
 struct sc_layer {
@@ -146,6 +159,11 @@ struct sc_layer {
     int nbuffers;
     size_t nbuffer_values;
     int dx_is_dy;                /* the gradient of every input is dy itself ([shortcut]) */
+    int mixes_channels;          /* every output channel reads every input channel (convolution):
+                                  * the grid's C splits the input channels, F the output ones;
+                                  * for the other layers both split the channels alike */
+    int post_relu;               /* a partial share (split_channels): the ReLU the network applies
+                                  * after summing the partial outputs */
 };
 
 extern const struct sc_layer_ops sc_layer_conv_ops;
@@ -176,6 +194,13 @@ int sc_region_backward_data(const struct sc_layer *l, const struct sc_tile_io *i
                             starpu_data_handle_t params, starpu_data_handle_t dx, const char *name);
 int sc_region_filter(const struct sc_layer *l, const struct sc_tile_io *io, struct sc_region_args *t,
                      starpu_data_handle_t dparams, const char *name);
+
+/* split_channels of the layers whose parameters and state are per channel:
+ * a copy of l with a copy of its priv (priv_size bytes), cin channels in
+ * and out, its shapes set; and their param_index, for nvec vectors of one
+ * value per channel, one after the other. */
+int sc_layer_split_copy(const struct sc_layer *l, struct sc_layer *local, int cin, size_t priv_size);
+void sc_layer_channel_index(const struct sc_layer *l, const struct sc_layer *local, int nvec, int ch0, size_t *index);
 
 /* Shared by the layer parsers: "activation=relu|linear". */
 int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s, int *relu);

@@ -24,11 +24,19 @@ static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g
     if ((err = sc_grid_parse(spec, P, g)))
         return sc_error(err, "%s: %s", l->name, sc_last_error());
     int spatial = g->extent[SC_DIM_H] * g->extent[SC_DIM_W] > 1;
-    if (g->extent[SC_DIM_C] > 1 || g->extent[SC_DIM_F] > 1)
-        return sc_error(SC_ERR_ARG,
-                        "%s: parallel '%s': channel and filter splitting are not implemented; "
-                        "use n, h and w",
-                        l->name, spec);
+    if (!l->parallel[0] && l->src[0] < 0 && l->mixes_channels && g->extent[SC_DIM_C] > 1) {
+        /* The samples come whole, with few channels: the first layer
+         * splits its filters instead. */
+        g->extent[SC_DIM_F] *= g->extent[SC_DIM_C];
+        g->extent[SC_DIM_C] = 1;
+    }
+    if (g->extent[SC_DIM_C] * g->extent[SC_DIM_F] > 1 && !l->ops->split_channels) {
+        if (l->parallel[0])
+            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer cannot split its channels (c, f); use n%d",
+                            l->name, l->parallel, l->ops->section, P);
+        sc_grid_parse("", P, g); /* fully connected, softmax: whole samples */
+        spatial = 0;
+    }
     if (spatial && l->whole_sample) {
         if (l->parallel[0])
             return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer needs whole samples (use n%d)", l->name,
@@ -46,6 +54,57 @@ static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g
                         "%s: %dx%d input, %dx%d output cannot be split over h%d w%d (every rank "
                         "needs a row and a column); give it parallel= with fewer spatial ranks",
                         l->name, l->in.h, l->in.w, l->out.h, l->out.w, gh, gw);
+    return 0;
+}
+
+/* A layer whose grid splits channels: the split must be even, and this
+ * rank gets its share of the layer (and, for a convolution under C > 1,
+ * the layout of its partial sums). */
+static int plan_channels(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *L = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    const struct sc_grid *g = &d->xch.lin.grid;
+    int gc = g->extent[SC_DIM_C], gf = g->extent[SC_DIM_F], me = D->rt->rank, err;
+    if (gc * gf == 1)
+        return 0;
+    char spec[64];
+    sc_grid_format(g, spec, sizeof spec);
+    if (L->src[0] < 0 && sc_layout_channel_parts(&d->xch.lin) > 1)
+        return sc_error(SC_ERR_ARG,
+                        "%s: the first layer cannot split its input channels (parallel %s): the "
+                        "samples are loaded whole; use f",
+                        L->name, spec);
+    int pin = sc_layout_channel_parts(&d->xch.lin), pout = sc_layout_channel_parts(&d->xch.lout);
+    if (L->in.c % pin)
+        return sc_error(SC_ERR_ARG, "%s: its %d input channels do not split evenly into %d parts (parallel %s)",
+                        L->name, L->in.c, pin, spec);
+    if (L->out.c % pout)
+        return sc_error(SC_ERR_ARG, "%s: its %d output channels do not split evenly into %d parts (parallel %s)",
+                        L->name, L->out.c, pout, spec);
+    int coords[SC_NDIMS], cout = d->xch.out_nch;
+    sc_grid_coords(g, me, coords);
+    struct layer_channels *c = &d->chan;
+    c->partial = L->mixes_channels && gc > 1;
+    c->part_ch0 = d->xch.out_ch0;
+    if (c->partial) {
+        c->lpart = d->xch.lout;
+        c->lpart.cdims = SC_CDIMS_F;
+        sc_layout_channels(&c->lpart, me, &c->part_ch0, &c->part_nch);
+        cout = c->part_nch;
+        snprintf(c->reduce_name, sizeof c->reduce_name, "%s.reduce_scatter", L->name);
+        snprintf(c->gather_name, sizeof c->gather_name, "%s.dy_allgather", L->name);
+        snprintf(c->relu_name, sizeof c->relu_name, "%s.relu_bwd", L->name);
+    }
+    ALLOC_ARRAY(c->local, 1);
+    if ((err = L->ops->split_channels(L, c->local, d->xch.in_nch, cout, c->partial,
+                                      !c->partial || coords[SC_DIM_C] == 0)))
+        return err;
+    if (c->local->nparams) {
+        ALLOC_ARRAY(c->index, c->local->nparams);
+        L->ops->param_index(L, c->local, d->xch.in_ch0, c->part_ch0, c->index);
+    }
     return 0;
 }
 
@@ -74,10 +133,15 @@ static int plan_layouts(struct sc_net *net)
         struct layer_data *d = &D->ld[l];
         if (L->alias)
             continue;
-        d->xch.lin = (struct sc_layout){g[l], D->global_batch, L->in.h, L->in.w, T};
-        d->xch.lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T};
+        d->xch.lin = (struct sc_layout){
+            g[l], D->global_batch, L->in.h, L->in.w, T, L->in.c, L->mixes_channels ? SC_CDIMS_C : SC_CDIMS_CF};
+        d->xch.lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T, L->out.c, SC_CDIMS_CF};
         d->xch.in_box = sc_layout_box(&d->xch.lin, me);
         d->xch.out_box = sc_layout_box(&d->xch.lout, me);
+        sc_layout_channels(&d->xch.lin, me, &d->xch.in_ch0, &d->xch.in_nch);
+        sc_layout_channels(&d->xch.lout, me, &d->xch.out_ch0, &d->xch.out_nch);
+        if ((err = plan_channels(net, l)))
+            return err;
         ALLOC_ARRAY(d->tiles.s0, T);
         ALLOC_ARRAY(d->tiles.n, T);
         d->tiles.max = 0;
@@ -134,13 +198,25 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     ALLOC_ARRAY(d->tiles.hscratch, T);
     if ((err = l->ops->shapes(l, d->tiles.max)))
         return err;
-    size_t out = (size_t)d->tiles.max * l->out.c * sc_box_area(d->xch.out_box);
+    size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box);
     for (int t = 0; t < T && !l->is_loss; t++) {
         if ((err = sc_vector_new(&d->tiles.hy[t], (void **)&d->tiles.y[t], out, sizeof(float))) ||
             (err = sc_vector_new(&d->tiles.hdy[t], (void **)&d->tiles.dy[t], out, sizeof(float))))
             return err;
         if (l->scratch_bytes && (err = sc_vector_new(&d->tiles.hscratch[t], &d->tiles.scratch[t], l->scratch_bytes, 1)))
             return err;
+    }
+    struct layer_channels *c = &d->chan;
+    if (c->partial) {
+        size_t part = (size_t)d->tiles.max * c->part_nch * sc_box_area(d->xch.out_box);
+        ALLOC_ARRAY(c->part, T);
+        ALLOC_ARRAY(c->dpart, T);
+        ALLOC_ARRAY(c->hpart, T);
+        ALLOC_ARRAY(c->hdpart, T);
+        for (int t = 0; t < T; t++)
+            if ((err = sc_vector_new(&c->hpart[t], (void **)&c->part[t], part, sizeof(float))) ||
+                (err = sc_vector_new(&c->hdpart[t], (void **)&c->dpart[t], part, sizeof(float))))
+                return err;
     }
     if (!l->nparams || d->replica.on)
         return 0;
@@ -176,7 +252,7 @@ static int plan_gradient_sums(struct sc_net *net)
                 ds->dysum.direct = 1;
                 continue;
             }
-            size_t n = (size_t)ds->tiles.max * net->layers[s].out.c * sc_box_area(ds->xch.out_box);
+            size_t n = (size_t)ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box);
             ALLOC_ARRAY(d->dysum.dx_own, T);
             ALLOC_ARRAY(d->dysum.hdx_own, T);
             for (int t = 0; t < T; t++)
@@ -203,14 +279,20 @@ static struct sc_box box_union(struct sc_box a, struct sc_box b)
                            a.c1 > b.c1 ? a.c1 : b.c1};
 }
 
+/* The channels rank r holds in layout L, with box b. */
+static struct sc_block with_channels(const struct sc_layout *L, int r, struct sc_box b)
+{
+    struct sc_block k = sc_layout_block(L, r);
+    k.box = b;
+    return k;
+}
+
 /* What rank r's tiles of layer l read of x: the windows of its outputs,
  * and for max pooling those of the outputs its backward reads. */
-static struct sc_box need_x(void *ctx, int r, int t)
+static struct sc_box need_x_box(struct need_ctx *c, int r)
 {
-    struct need_ctx *c = ctx;
     struct sc_layer *L = &c->net->layers[c->l];
     struct layer_data *d = &c->net->dist->ld[c->l];
-    (void)t;
     struct sc_box b = sc_windows_inputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lout, r));
     if (L->bwd_reads_x)
         b = box_union(b, sc_windows_inputs(&L->win_r, &L->win_c,
@@ -218,29 +300,57 @@ static struct sc_box need_x(void *ctx, int r, int t)
     return b;
 }
 
+static struct sc_block need_x(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return with_channels(&c->net->dist->ld[c->l].xch.lin, r, need_x_box(c, r));
+}
+
+/* The layout dy is read in by backward: the output's, or a channel-split
+ * convolution's partial one (all the filters of its F part). */
+static const struct sc_layout *dy_layout(const struct layer_data *d)
+{
+    return d->chan.partial ? &d->chan.lpart : &d->xch.lout;
+}
+
 /* What rank r's backward of layer l reads of dy: the outputs touching its
  * input block. */
-static struct sc_box need_dy(void *ctx, int r, int t)
+static struct sc_block need_dy(void *ctx, int r, int t)
 {
     struct need_ctx *c = ctx;
     struct sc_layer *L = &c->net->layers[c->l];
     struct layer_data *d = &c->net->dist->ld[c->l];
     (void)t;
-    return sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r));
+    return with_channels(dy_layout(d), r, sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r)));
 }
 
-static struct sc_box need_in(void *ctx, int r, int t)
+static struct sc_block need_in(void *ctx, int r, int t)
 {
     struct need_ctx *c = ctx;
     (void)t;
-    return sc_layout_box(&c->net->dist->ld[c->l].xch.lin, r);
+    return sc_layout_block(&c->net->dist->ld[c->l].xch.lin, r);
 }
 
-static struct sc_box need_prev_out(void *ctx, int r, int t)
+static struct sc_block need_prev_out(void *ctx, int r, int t)
 {
     struct need_ctx *c = ctx;
     (void)t;
-    return sc_layout_box(&c->net->dist->ld[c->net->layers[c->l].src[0]].xch.lout, r);
+    return sc_layout_block(&c->net->dist->ld[c->net->layers[c->l].src[0]].xch.lout, r);
+}
+
+static struct sc_block need_out(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return sc_layout_block(&c->net->dist->ld[c->l].xch.lout, r);
+}
+
+static struct sc_block need_part(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return sc_layout_block(&c->net->dist->ld[c->l].chan.lpart, r);
 }
 
 static int g_spatial(const struct sc_layout *L)
@@ -266,7 +376,7 @@ static int plan_exchanges(struct sc_net *net, int l)
                             "the three the same parallel=",
                             L->name, net->layers[L->src[0]].name, net->layers[L->src[1]].name);
     if (s >= 0 && !sc_layout_equal(&D->ld[s].xch.lout, &d->xch.lin)) {
-        size_t n = (size_t)d->tiles.max * L->in.c * sc_box_area(d->xch.in_box);
+        size_t n = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box);
         ALLOC_ARRAY(d->xch.xin, T);
         ALLOC_ARRAY(d->xch.dxin, T);
         ALLOC_ARRAY(d->xch.hxin, T);
@@ -277,12 +387,22 @@ static int plan_exchanges(struct sc_net *net, int l)
                 return err;
         snprintf(d->xch.redist_name, sizeof(d->xch.redist_name), "%s.redistribute", L->name);
         snprintf(d->xch.assemble_name, sizeof(d->xch.assemble_name), "%s.assemble", L->name);
-        if ((err = sc_fetch_create(&d->xch.redist_fwd, &D->ld[s].xch.lout, L->in.c, &d->xch.lin, need_in, &ctx, me,
-                                   D->rt->comm, d->xch.redist_name)) ||
-            (err = sc_fetch_create(&d->xch.redist_bwd, &d->xch.lin, L->in.c, &D->ld[s].xch.lout, need_prev_out, &ctx,
-                                   me, D->rt->comm, d->xch.redist_name)))
+        /* Under filter splitting every rank of an F group reads all of x
+         * and makes a partial sum of dx: the redistribution back sums them
+         * (a reduce-scatter). */
+        enum sc_fetch_mode back =
+            L->mixes_channels && d->xch.lin.grid.extent[SC_DIM_F] > 1 ? SC_FETCH_SUM : SC_FETCH_COPY;
+        if ((err = sc_fetch_create(&d->xch.redist_fwd, &D->ld[s].xch.lout, &d->xch.lin, need_in, &ctx, SC_FETCH_COPY,
+                                   me, D->rt->comm, d->xch.redist_name)) ||
+            (err = sc_fetch_create(&d->xch.redist_bwd, &d->xch.lin, &D->ld[s].xch.lout, need_prev_out, &ctx, back, me,
+                                   D->rt->comm, d->xch.redist_name)))
             return err;
     }
+    if (d->chan.partial && ((err = sc_fetch_create(&d->chan.reduce, &d->chan.lpart, &d->xch.lout, need_out, &ctx,
+                                                   SC_FETCH_SUM, me, D->rt->comm, d->chan.reduce_name)) ||
+                            (err = sc_fetch_create(&d->chan.gather_dy, &d->xch.lout, &d->chan.lpart, need_part, &ctx,
+                                                   SC_FETCH_COPY, me, D->rt->comm, d->chan.gather_name))))
+        return err;
     if (L->group_sum_len && g_spatial(&d->xch.lin)) {
         int members[D->rt->size];
         int n = sc_grid_segment(&d->xch.lin.grid, me, (1u << SC_DIM_H) | (1u << SC_DIM_W), members);
@@ -295,16 +415,21 @@ static int plan_exchanges(struct sc_net *net, int l)
     if (L->win_r.k > 0) { /* not pointwise */
         snprintf(d->xch.halo_x_name, sizeof(d->xch.halo_x_name), "%s.halo_x", L->name);
         snprintf(d->xch.halo_dy_name, sizeof(d->xch.halo_dy_name), "%s.halo_dy", L->name);
-        if ((err = sc_fetch_create(&d->xch.halo_x, &d->xch.lin, L->in.c, &d->xch.lin, need_x, &ctx, me, D->rt->comm,
-                                   d->xch.halo_x_name)) ||
-            (s >= 0 && (err = sc_fetch_create(&d->xch.halo_dy, &d->xch.lout, L->out.c, &d->xch.lin, need_dy, &ctx, me,
-                                              D->rt->comm, d->xch.halo_dy_name))))
+        if ((err = sc_fetch_create(&d->xch.halo_x, &d->xch.lin, &d->xch.lin, need_x, &ctx, SC_FETCH_COPY, me,
+                                   D->rt->comm, d->xch.halo_x_name)) ||
+            (s >= 0 && (err = sc_fetch_create(&d->xch.halo_dy, dy_layout(d), &d->xch.lin, need_dy, &ctx, SC_FETCH_COPY,
+                                              me, D->rt->comm, d->xch.halo_dy_name))))
             return err;
     }
     for (int t = 0; t < T; t++)
-        d->xch.split[t] = (struct sc_tile_split){
-            t,           d->tiles.s0[t], d->xch.in_box, d->xch.out_box, d->xch.halo_x, d->xch.halo_dy, x_tiles(net, l),
-            d->tiles.hdy};
+        d->xch.split[t] = (struct sc_tile_split){t,
+                                                 d->tiles.s0[t],
+                                                 d->xch.in_box,
+                                                 d->xch.out_box,
+                                                 d->xch.halo_x,
+                                                 d->xch.halo_dy,
+                                                 x_tiles(net, l),
+                                                 d->chan.partial ? d->chan.hdpart : d->tiles.hdy};
     return 0;
 }
 
@@ -347,15 +472,44 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
     return 0;
 }
 
+/* Whether layers a and b reduce their gradients over the same ranks on
+ * every rank: both unsplit (all ranks), or both split by the same grid. */
+static int same_segment(struct sc_net *net, int a, int b)
+{
+    const struct layer_data *da = &net->dist->ld[a], *db = &net->dist->ld[b];
+    if (!da->chan.local || !db->chan.local)
+        return !da->chan.local && !db->chan.local;
+    for (int d = 0; d < SC_NDIMS; d++)
+        if (da->xch.lin.grid.extent[d] != db->xch.lin.grid.extent[d])
+            return 0;
+    return 1;
+}
+
+/* The ranks layer l's gradient is reduced over: those that hold the same
+ * share of a channel-split layer (they differ in N, H and W only), else
+ * all. */
+static int param_segment(struct sc_net *net, int l, int *members)
+{
+    struct sc_net_dist *D = net->dist;
+    if (!D->ld[l].chan.local) {
+        for (int r = 0; r < D->rt->size; r++)
+            members[r] = r;
+        return D->rt->size;
+    }
+    return sc_grid_segment(&D->ld[l].xch.lin.grid, D->rt->rank, (1u << SC_DIM_N) | (1u << SC_DIM_H) | (1u << SC_DIM_W),
+                           members);
+}
+
 /* Which layers share a collective: walk the layers with parameters (and no
- * replication) in backward order and cut buckets by the policy. */
+ * replication) in backward order and cut buckets by the policy, and where
+ * the ranks that reduce them change (channel splitting). */
 static int plan_buckets(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
     const struct sc_comm_opts *c = &D->comm;
     int order[net->nlayers], n = 0;
     for (int l = net->nlayers - 1; l >= 0; l--)
-        if (net->layers[l].nparams && !D->ld[l].replica.on)
+        if (share_of(net, l)->nparams && !D->ld[l].replica.on)
             order[n++] = l;
     ALLOC_ARRAY(D->buckets, n);
     size_t cap = (size_t)(c->bucket_mb * (1 << 20));
@@ -377,6 +531,8 @@ static int plan_buckets(struct sc_net *net)
                 fresh = b->n * sizeof(float) >= cap;
                 break;
             }
+        if (b && !same_segment(net, b->layer[0], order[i]))
+            fresh = 1;
         if (fresh) {
             b = &D->buckets[D->nbuckets++];
             ALLOC_ARRAY(b->layer, n);
@@ -385,15 +541,35 @@ static int plan_buckets(struct sc_net *net)
         d->params.bucket = (int)(b - D->buckets);
         d->params.offset = b->n;
         b->layer[b->nlayers++] = order[i];
-        b->n += net->layers[order[i]].nparams;
+        b->n += share_of(net, order[i])->nparams;
     }
+    return 0;
+}
+
+/* A layer's initial parameters, as one rank would make them (for a share,
+ * its part of the whole layer's). */
+static int init_params(struct sc_net *net, int l, float *w, uint64_t seed)
+{
+    struct sc_layer *L = &net->layers[l];
+    const struct layer_channels *c = &net->dist->ld[l].chan;
+    if (!c->local) {
+        L->ops->init(L, w, seed);
+        return 0;
+    }
+    float *all = malloc(L->nparams * sizeof(float));
+    if (!all)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    L->ops->init(L, all, seed);
+    for (size_t i = 0; i < c->local->nparams; i++)
+        w[i] = all[c->index[i]];
+    free(all);
     return 0;
 }
 
 static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
 {
     struct sc_net_dist *D = net->dist;
-    int err;
+    int err, members[D->rt->size];
     const struct sc_layer *lo = &net->layers[b->layer[b->nlayers - 1]], *hi = &net->layers[b->layer[0]];
     if (b->nlayers == 1)
         snprintf(b->name, sizeof(b->name), "%s", lo->name);
@@ -401,19 +577,21 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
         snprintf(b->name, sizeof(b->name), "%s-%s", lo->name, hi->name);
     size_t sizes[b->nlayers];
     for (int i = 0; i < b->nlayers; i++)
-        sizes[i] = net->layers[b->layer[i]].nparams;
-    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window};
+        sizes[i] = share_of(net, b->layer[i])->nparams;
+    int nmembers = param_segment(net, b->layer[0], members);
+    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
+                                nmembers < D->rt->size ? members : NULL, nmembers};
     if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
-        struct sc_layer *l = &net->layers[b->layer[i]];
         struct layer_data *d = &D->ld[b->layer[i]];
         d->params.w = sc_bucket_weights(b->vectors) + d->params.offset;
         d->params.v = sc_bucket_momentum(b->vectors) + d->params.offset;
         d->params.g = sc_bucket_grads(b->vectors) + d->params.offset;
         d->params.hw = sc_bucket_weight_slice(b->vectors, i);
         d->params.hg = sc_bucket_grad_slice(b->vectors, i);
-        l->ops->init(l, d->params.w, seed);
+        if ((err = init_params(net, b->layer[i], d->params.w, seed)))
+            return err;
     }
     return 0;
 }
@@ -513,17 +691,20 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     *r = (struct sc_mem_report){0, 0, 0};
     r->activations = (size_t)T * first->tiles.max * net->input.c * sc_box_area(first->xch.in_box) * F;
     for (int l = 0; l < net->nlayers; l++) {
-        const struct sc_layer *L = &net->layers[l];
+        const struct sc_layer *L = share_of((struct sc_net *)net, l);
         const struct layer_data *d = &D->ld[l];
         if (L->alias)
             continue;
-        size_t out = (size_t)d->tiles.max * L->out.c * sc_box_area(d->xch.out_box) * F;
-        size_t in = (size_t)d->tiles.max * L->in.c * sc_box_area(d->xch.in_box) * F;
+        size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box) * F;
+        size_t in = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box) * F;
+        if (d->chan.partial)
+            r->activations += 2 * T * (size_t)d->tiles.max * d->chan.part_nch * sc_box_area(d->xch.out_box) * F +
+                              sc_fetch_bytes(d->chan.reduce) + sc_fetch_bytes(d->chan.gather_dy);
         if (!L->is_loss)
             r->activations += 2 * T * out;
         if (d->dysum.hdx_own) {
             const struct layer_data *ds = &D->ld[L->src[0]];
-            r->activations += (size_t)T * ds->tiles.max * L->in.c * sc_box_area(ds->xch.out_box) * F;
+            r->activations += (size_t)T * ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box) * F;
         }
         if (d->xch.hxin)
             r->activations += 2 * T * in;
@@ -536,7 +717,7 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
         size_t halo_in = in;
         if (d->xch.halo_x) { /* the window with its halo */
             struct need_ctx c = {(struct sc_net *)net, l};
-            halo_in = (size_t)d->tiles.max * L->in.c * sc_box_area(need_x(&c, D->rt->rank, 0)) * F;
+            halo_in = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(need_x_box(&c, D->rt->rank)) * F;
         }
         if (halo_in + out > window)
             window = halo_in + out;
@@ -619,7 +800,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     }
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
-        struct sc_layer *L = &net->layers[l];
+        struct sc_layer *L = share_of(net, l);
         if ((err = setup_tiles(net, L, d)) || (d->replica.on && (err = setup_replicated(net, L, d, seed))) ||
             (L->ops->setup && (err = L->ops->setup(L, T))))
             return err;
@@ -680,6 +861,16 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
     for (int t = 0; d->dysum.hdx_own && t < T; t++)
         sc_vector_free(d->dysum.hdx_own[t], d->dysum.dx_own[t]);
     free(d->dysum.contrib), free(d->dysum.dx_own), free(d->dysum.hdx_own);
+    for (int t = 0; d->chan.hpart && t < T; t++) {
+        sc_vector_free(d->chan.hpart[t], d->chan.part[t]);
+        sc_vector_free(d->chan.hdpart[t], d->chan.dpart[t]);
+    }
+    free(d->chan.part), free(d->chan.dpart), free(d->chan.hpart), free(d->chan.hdpart), free(d->chan.index);
+    sc_fetch_destroy(d->chan.reduce);
+    sc_fetch_destroy(d->chan.gather_dy);
+    if (d->chan.local)
+        free(d->chan.local->priv);
+    free(d->chan.local);
     sc_fetch_destroy(d->xch.redist_fwd);
     sc_fetch_destroy(d->xch.redist_bwd);
     sc_fetch_destroy(d->xch.halo_x);
@@ -710,7 +901,7 @@ void sc_net_destroy(struct sc_net *net)
         sc_tasks_wait_all(D->rt->comm);
         for (int i = 0; D->ld && i < net->nlayers; i++) {
             if (net->layers[i].ops->teardown)
-                net->layers[i].ops->teardown(&net->layers[i]);
+                net->layers[i].ops->teardown(share_of(net, i));
             destroy_layer(D, &D->ld[i]);
         }
         for (int i = 0; D->buckets && i < D->nbuckets; i++)

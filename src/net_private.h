@@ -55,6 +55,7 @@ struct layer_replica {
 struct layer_exchanges {
     struct sc_layout lin, lout;
     struct sc_box in_box, out_box; /* this rank's blocks */
+    int in_ch0, in_nch, out_ch0, out_nch; /* and channels */
     struct sc_tile_split *split;   /* per tile; NULL: whole samples */
     /* input in another layout than the previous layer's output: its copy
      * in this layer's layout, the gradient too, and the two fetches */
@@ -78,6 +79,26 @@ struct layer_dy_sum {
     char name[48];
 };
 
+/* A layer whose channels are split (c or f in its grid): this rank's share
+ * of it (layers.h, split_channels), which the layer's tasks are submitted
+ * through, and the global position of each of the share's parameters.
+ * Under channel splitting (C > 1) a convolution's share writes partial
+ * sums over its input channels (part, in lpart: the output's channels
+ * split over F only, replicated over C), which reduce sums into the
+ * output (a reduce-scatter over the ranks that differ in C); backward
+ * gathers dy back into dpart (an allgather). */
+struct layer_channels {
+    struct sc_layer *local;
+    size_t *index;
+    int partial;
+    struct sc_layout lpart;
+    int part_ch0, part_nch;
+    float **part, **dpart;
+    starpu_data_handle_t *hpart, *hdpart;
+    struct sc_fetch *reduce, *gather_dy;
+    char reduce_name[48], gather_name[48], relu_name[48];
+};
+
 /* Everything this rank's plan holds for one layer. */
 struct layer_data {
     struct layer_tiles tiles;
@@ -85,6 +106,7 @@ struct layer_data {
     struct layer_replica replica;
     struct layer_exchanges xch;
     struct layer_dy_sum dysum;
+    struct layer_channels chan;
 };
 
 struct sc_net_dist {
@@ -114,6 +136,14 @@ struct sc_net_dist {
         if (!((p) = calloc((n) ? (n) : 1, sizeof(*(p)))))                                                              \
             return sc_error(SC_ERR_NOMEM, "out of memory");                                                            \
     } while (0)
+
+/* The layer whose ops submit layer l's tasks on this rank: its share when
+ * its channels are split, else itself. */
+static inline struct sc_layer *share_of(struct sc_net *net, int l)
+{
+    struct sc_layer *s = net->dist->ld[l].chan.local;
+    return s ? s : &net->layers[l];
+}
 
 /* The tiles layer l reads as x and writes as dx. */
 static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)

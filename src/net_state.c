@@ -92,7 +92,7 @@ static void owned_momentum(struct sc_net *net, int l, size_t *first, size_t *cou
 {
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
-    size_t n = net->layers[l].nparams;
+    size_t n = share_of(net, l)->nparams;
     if (d->replica.on) { /* whole on every rank; rank 0 speaks for them */
         *first = 0;
         *count = D->rt->rank == 0 ? n : 0;
@@ -112,6 +112,50 @@ static starpu_data_handle_t momentum_handle(struct sc_net *net, int l)
     return d->replica.on ? d->replica.hv : sc_bucket_momentum_handle(net->dist->buckets[d->params.bucket].vectors);
 }
 
+/* Rank 0's dst[index[i]] = src[i] for the count entries each rank gives
+ * (a share's values into the whole layer's). */
+static int gather_indexed(struct sc_runtime *rt, const size_t *index, const float *src, int count, float *dst)
+{
+    int counts[rt->size], displs[rt->size], total = 0, err = 0;
+    MPI_Gather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->ctl);
+    for (int r = 0; r < rt->size; r++) {
+        displs[r] = total;
+        total += rt->rank == 0 ? counts[r] : 0;
+    }
+    uint64_t *idx = malloc(((size_t)count + 1) * sizeof(*idx)), *all_idx = malloc(((size_t)total + 1) * sizeof(*idx));
+    float *all = malloc(((size_t)total + 1) * sizeof(float));
+    if (!idx || !all_idx || !all)
+        err = sc_error(SC_ERR_NOMEM, "out of memory gathering a checkpoint");
+    for (int i = 0; !err && i < count; i++)
+        idx[i] = index[i];
+    /* every rank takes part whatever happened, so that none waits for ever */
+    MPI_Gatherv(err ? NULL : idx, err ? 0 : count, MPI_UINT64_T, all_idx, counts, displs, MPI_UINT64_T, 0, rt->ctl);
+    MPI_Gatherv(err ? NULL : src, err ? 0 : count, MPI_FLOAT, all, counts, displs, MPI_FLOAT, 0, rt->ctl);
+    for (int i = 0; !err && rt->rank == 0 && i < total; i++)
+        dst[all_idx[i]] = all[i];
+    free(idx), free(all_idx), free(all);
+    return err;
+}
+
+/* A channel-split layer: each rank's owned range of its share's weights and
+ * momentum, into rank 0's whole-layer arrays. */
+static int read_share_state(struct sc_net *net, int l, float *w, float *v)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    size_t first, count;
+    owned_momentum(net, l, &first, &count);
+    starpu_data_handle_t hv = momentum_handle(net, l);
+    starpu_data_acquire(d->params.hw, STARPU_R);
+    starpu_data_acquire(hv, STARPU_R);
+    int err = gather_indexed(D->rt, d->chan.index + first, d->params.w + first, (int)count, w);
+    if (!err)
+        err = gather_indexed(D->rt, d->chan.index + first, d->params.v + first, (int)count, v);
+    starpu_data_release(hv);
+    starpu_data_release(d->params.hw);
+    return err;
+}
+
 int sc_net_read_state(struct sc_net *net, float **w, float **v)
 {
     struct sc_net_dist *D = net->dist;
@@ -122,6 +166,12 @@ int sc_net_read_state(struct sc_net *net, float **w, float **v)
         size_t n = net->layers[l].nparams;
         if (!n)
             continue;
+        if (d->chan.local) {
+            int err = read_share_state(net, l, w[l], v[l]);
+            if (err)
+                return err;
+            continue;
+        }
         starpu_data_acquire(d->params.hw, STARPU_R);
         memcpy(w[l], d->params.w, n * sizeof(float));
         starpu_data_release(d->params.hw);
@@ -147,46 +197,62 @@ int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
     sc_net_wait(net);
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
-        size_t n = net->layers[l].nparams;
+        size_t n = share_of(net, l)->nparams;
         if (!n)
             continue;
+        const size_t *index = d->chan.index;
         starpu_data_acquire(d->params.hw, STARPU_W);
-        memcpy(d->params.w, w[l], n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            d->params.w[i] = w[l][index ? index[i] : i];
         starpu_data_release(d->params.hw);
         starpu_data_handle_t hv = momentum_handle(net, l);
         starpu_data_acquire(hv, STARPU_RW);
-        memcpy(d->params.v, v[l], n * sizeof(float));
+        for (size_t i = 0; i < n; i++)
+            d->params.v[i] = v[l][index ? index[i] : i];
         starpu_data_release(hv);
     }
     return 0;
 }
 
-static void copy_buffers(struct sc_net *net, float *const *b, int to_net)
+/* Buffers (BN's running statistics) are laid out like the parameters
+ * (layers.h, param_index).  Rank 0 reads its own; a channel-split layer's
+ * shares come from the ranks at N, H and W coordinate 0 (one per share). */
+static int copy_buffers(struct sc_net *net, float *const *b, int to_net)
 {
+    struct sc_net_dist *D = net->dist;
+    int err = 0;
     sc_net_wait(net);
-    for (int l = 0; l < net->nlayers; l++) {
-        struct sc_layer *L = &net->layers[l];
+    for (int l = 0; l < net->nlayers && !err; l++) {
+        struct sc_layer *L = share_of(net, l);
+        const size_t *index = D->ld[l].chan.index;
         if (!L->nbuffers || !b[l])
             continue;
         starpu_data_handle_t h = L->ops->buffer_handle(L);
         starpu_data_acquire(h, to_net ? STARPU_W : STARPU_R);
         float *mem = (float *)starpu_vector_get_local_ptr(h);
-        if (to_net)
-            memcpy(mem, b[l], L->nbuffer_values * sizeof(float));
-        else
-            memcpy(b[l], mem, L->nbuffer_values * sizeof(float));
+        size_t n = L->nbuffer_values;
+        if (to_net) {
+            for (size_t i = 0; i < n; i++)
+                mem[i] = b[l][index ? index[i] : i];
+        } else if (!index) {
+            memcpy(b[l], mem, n * sizeof(float));
+        } else {
+            int c[SC_NDIMS];
+            sc_grid_coords(&D->ld[l].xch.lin.grid, D->rt->rank, c);
+            int first = c[SC_DIM_N] == 0 && c[SC_DIM_H] == 0 && c[SC_DIM_W] == 0;
+            err = gather_indexed(D->rt, index, mem, first ? (int)n : 0, b[l]);
+        }
         starpu_data_release(h);
     }
+    return err;
 }
 
 int sc_net_read_buffers(struct sc_net *net, float **b)
 {
-    copy_buffers(net, b, 0);
-    return 0;
+    return copy_buffers(net, b, 0);
 }
 
 int sc_net_write_buffers(struct sc_net *net, float *const *b)
 {
-    copy_buffers(net, b, 1);
-    return 0;
+    return copy_buffers(net, b, 1);
 }

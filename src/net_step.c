@@ -15,8 +15,7 @@ static int submit_gradient_sum(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
-    const struct sc_layer *L = &net->layers[l];
-    int n = (int)((size_t)d->tiles.max * L->out.c * sc_box_area(d->xch.out_box)), err;
+    int n = (int)((size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box)), err;
     for (int i = 0; i < d->dysum.ncontrib; i++)
         for (int t = 0; t < D->ntiles; t++) {
             if (!d->tiles.n[t])
@@ -31,20 +30,24 @@ static int submit_gradient_sum(struct sc_net *net, int l)
     return 0;
 }
 
-/* Copy tiles: assemble each of this rank's tiles of dst (samples and
- * block of its layout) from the fetch's sources. */
+/* Assemble each of this rank's tiles of a tensor (the samples of dst_d's
+ * tiles, block dst) from the fetch's sources: copied, or summed (a
+ * reduction) and then, with relu, through ReLU. */
 static int submit_assemble(const struct sc_task_opts *opts, struct sc_fetch *f, starpu_data_handle_t *src_tiles,
-                           const struct layer_data *dst_d, int out_side, int channels, starpu_data_handle_t *dst_tiles,
-                           const char *name)
+                           const struct layer_data *dst_d, struct sc_block dst, int relu,
+                           starpu_data_handle_t *dst_tiles, const char *name)
 {
     int err;
     if ((err = sc_fetch_submit(f, opts, src_tiles)))
         return err;
     for (int t = 0; t < dst_d->xch.lin.ntiles; t++) {
-        struct sc_region_args a = {.op = SC_REGION_COPY, .c = channels};
+        struct sc_region_args a = {.op = sc_fetch_sums(f) ? SC_REGION_SUM : SC_REGION_COPY,
+                                   .c = dst.ch1 - dst.ch0,
+                                   .dst_ch0 = dst.ch0,
+                                   .relu = relu};
         a.s0 = a.dst_s0 = dst_d->tiles.s0[t];
         a.n = a.dst_n = dst_d->tiles.n[t];
-        a.region = a.dst_box = out_side ? dst_d->xch.out_box : dst_d->xch.in_box;
+        a.region = a.dst_box = dst.box;
         starpu_data_handle_t h[SC_REGION_MAX_SRC];
         int ns = sc_fetch_sources(f, src_tiles, t, NULL, a.src, h, SC_REGION_MAX_SRC);
         if (ns < 0)
@@ -58,6 +61,16 @@ static int submit_assemble(const struct sc_task_opts *opts, struct sc_fetch *f, 
 
 /* ---- iterations ---- */
 
+/* This rank's blocks of layer l's input and output, with their channels. */
+static struct sc_block in_block(const struct layer_data *d)
+{
+    return (struct sc_block){d->xch.in_box, d->xch.in_ch0, d->xch.in_ch0 + d->xch.in_nch};
+}
+static struct sc_block out_block(const struct layer_data *d)
+{
+    return (struct sc_block){d->xch.out_box, d->xch.out_ch0, d->xch.out_ch0 + d->xch.out_nch};
+}
+
 static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
 {
     struct sc_net_dist *D = net->dist;
@@ -66,9 +79,11 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .n = d->tiles.n[t],
         .x = x_tiles(net, l)[t],
         .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].tiles.hy[t] : NULL,
-        .y = d->tiles.hy[t],
+        /* a channel-split convolution writes its partial sums, and reads
+         * all the dy of its filters */
+        .y = d->chan.partial ? d->chan.hpart[t] : d->tiles.hy[t],
         .dx = dx_tiles(net, l) ? dx_tiles(net, l)[t] : NULL,
-        .dy = d->tiles.hdy[t],
+        .dy = d->chan.partial ? d->chan.hdpart[t] : d->tiles.hdy[t],
         .scratch = d->tiles.hscratch[t],
         .params = d->params.hw,
         .dparams = d->replica.on ? NULL
@@ -137,11 +152,11 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
     }
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
-        struct sc_layer *L = &net->layers[l];
+        struct sc_layer *L = share_of(net, l);
         if (L->alias)
             continue;
         if (d->xch.redist_fwd && (err = submit_assemble(&D->critical, d->xch.redist_fwd, D->ld[L->src[0]].tiles.hy, d,
-                                                        0, L->in.c, d->xch.hxin, d->xch.assemble_name)))
+                                                        in_block(d), 0, d->xch.hxin, d->xch.assemble_name)))
             return err;
         if (d->xch.halo_x && (err = sc_fetch_submit(d->xch.halo_x, crit, x_tiles(net, l))))
             return err;
@@ -157,6 +172,10 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
             if (io.n && (err = L->ops->forward(L, &io)))
                 return err;
         }
+        /* the partial sums' reduce-scatter, and the activation after it */
+        if (d->chan.partial && (err = submit_assemble(&D->critical, d->chan.reduce, d->chan.hpart, d, out_block(d),
+                                                      L->post_relu, d->tiles.hy, d->chan.reduce_name)))
+            return err;
         if (train && d->replica.on) {
             err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, D->ntiles, x_tiles(net, l),
                                                            d->replica.hxr, d->replica.gather_x)
@@ -226,7 +245,7 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
     gated.gate = sc_gate_handle(D->gate);
     int err = sc_gate_close_submit(D->gate, &D->critical);
     for (int l = 0; l < net->nlayers && !err; l++) {
-        struct sc_layer *layer = &net->layers[l];
+        struct sc_layer *layer = share_of(net, l);
         if (layer->alias || !layer->ops->update_buffers)
             continue;
         struct sc_tile_io io[D->ntiles];
@@ -250,6 +269,24 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
     return err;
 }
 
+/* A channel-split convolution's dy: through the activation it applied
+ * after the sum, then gathered over the ranks of its C group (the
+ * allgather that is the reduce-scatter's backward). */
+static int submit_partial_dy(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    int err;
+    size_t per_sample = (size_t)d->xch.out_nch * sc_box_area(d->xch.out_box);
+    for (int t = 0; t < D->ntiles && share_of(net, l)->post_relu; t++)
+        if (d->tiles.n[t] && (err = sc_insert_relu_bwd(&D->critical, (int)(d->tiles.n[t] * per_sample), d->tiles.hdy[t],
+                                                       d->tiles.hy[t], d->chan.relu_name)))
+            return err;
+    struct sc_block part = {d->xch.out_box, d->chan.part_ch0, d->chan.part_ch0 + d->chan.part_nch};
+    return submit_assemble(&D->critical, d->chan.gather_dy, d->tiles.hdy, d, part, 0, d->chan.hdpart,
+                           d->chan.gather_name);
+}
+
 int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
                        const struct sc_sgd_args *sgd)
 {
@@ -258,7 +295,7 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
     if ((D->gate && (err = sc_gate_open_submit(D->gate, &D->critical))) || (err = submit_forward(net, ds, idx, 1)))
         return err;
     for (int l = net->nlayers - 1; l >= 0; l--) {
-        struct sc_layer *layer = &net->layers[l];
+        struct sc_layer *layer = share_of(net, l);
         struct layer_data *d = &D->ld[l];
         if (layer->alias)
             continue;
@@ -269,7 +306,10 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if (io.n && (err = layer->ops->act_backward(layer, &io)))
                 return err;
         }
-        if (d->xch.halo_dy && (err = sc_fetch_submit(d->xch.halo_dy, &D->critical, d->tiles.hdy)))
+        if (d->chan.partial && (err = submit_partial_dy(net, l)))
+            return err;
+        if (d->xch.halo_dy &&
+            (err = sc_fetch_submit(d->xch.halo_dy, &D->critical, d->chan.partial ? d->chan.hdpart : d->tiles.hdy)))
             return err;
         if (layer->ops->backward_tiles) {
             struct sc_tile_io io[D->ntiles];
@@ -283,9 +323,9 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if (io.n && (err = layer->ops->backward(layer, &io)))
                 return err;
         }
-        if (d->xch.redist_bwd &&
-            (err = submit_assemble(&D->critical, d->xch.redist_bwd, d->xch.hdxin, &D->ld[layer->src[0]], 1, layer->in.c,
-                                   input_grad_tiles(net, l), d->xch.assemble_name)))
+        if (d->xch.redist_bwd && (err = submit_assemble(&D->critical, d->xch.redist_bwd, d->xch.hdxin,
+                                                        &D->ld[layer->src[0]], out_block(&D->ld[layer->src[0]]), 0,
+                                                        input_grad_tiles(net, l), d->xch.assemble_name)))
             return err;
         if (!layer->nparams)
             continue;

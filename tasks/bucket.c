@@ -131,3 +131,8 @@ int sc_bucket_update_submit(struct sc_bucket *b, const struct sc_task_opts *opts
     }
     return err;
 }
+
+uint64_t sc_bucket_bytes_sent(const struct sc_bucket *b)
+{
+    return sc_ring_bytes_sent(b->ring);
+}

@@ -24,7 +24,9 @@ int64_t sc_tags_reserve(int64_t count)
 
 struct sc_ring {
     MPI_Comm comm;
-    int rank, size;
+    int rank, size;                /* within the group */
+    int *group;                    /* the group's ranks in comm (NULL: all of comm) */
+    uint64_t sent;                 /* bytes this rank has sent */
     int nseg;                      /* segments per chunk */
     int64_t tag;                   /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
     starpu_data_handle_t vec;
@@ -40,6 +42,20 @@ struct sc_ring {
 };
 
 static int mod(int a, int p) { return ((a % p) + p) % p; }
+
+/* The rank in comm of the group's member i. */
+static int peer(const struct sc_ring *r, int i)
+{
+    return r->group ? r->group[i] : i;
+}
+
+/* A send of the ring, counted. */
+static int ring_send(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t h, int member,
+                     int64_t tag)
+{
+    r->sent += (uint64_t)starpu_vector_get_nx(h) * starpu_vector_get_elemsize(h);
+    return sc_send_piece(opts, h, peer(r, member), tag, r->comm, r->comm_name);
+}
 
 int sc_vector_new(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
 {
@@ -104,6 +120,27 @@ int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm
     r->comm = comm;
     MPI_Comm_rank(comm, &r->rank);
     MPI_Comm_size(comm, &r->size);
+    if (opts && opts->group) {
+        int me = -1;
+        if (!(r->group = malloc((size_t)opts->group_size * sizeof(int)))) {
+            free(r);
+            return sc_error(SC_ERR_NOMEM, "out of memory for a collective plan");
+        }
+        for (int i = 0; i < opts->group_size; i++) {
+            r->group[i] = opts->group[i];
+            if (opts->group[i] == r->rank)
+                me = i;
+        }
+        if (me < 0) {
+            int rank = r->rank;
+            free(r->group);
+            free(r);
+            return sc_error(SC_ERR_ARG, "%s: rank %d is not in the group of its collective", name ? name : "ring",
+                            rank);
+        }
+        r->rank = me;
+        r->size = opts->group_size;
+    }
     r->vec = vec;
     snprintf(r->name, sizeof(r->name), "%s", name ? name : "vec");
     snprintf(r->comm_name, sizeof(r->comm_name), "%s.grad_allreduce", r->name);
@@ -142,7 +179,13 @@ void sc_ring_destroy(struct sc_ring *r)
     free(r->piece);
     free(r->recv);
     free(r->recv_mem);
+    free(r->group);
     free(r);
+}
+
+uint64_t sc_ring_bytes_sent(const struct sc_ring *r)
+{
+    return r->sent;
 }
 
 void sc_ring_owned_range(const struct sc_ring *r, size_t *first, size_t *count)
@@ -285,9 +328,9 @@ static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
             int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
             if ((err = wait_credit(r, j, r->piece[to], &r->recv[s * K])) ||
-                (err = sc_send_piece(opts, r->piece[to], next, r->tag + to, r->comm, r->comm_name)) ||
+                (err = ring_send(r, opts, r->piece[to], next, r->tag + to)) ||
                 (err = gate_receive(buf, r->piece[from])) ||
-                (err = sc_recv_piece(buf, prev, r->tag + from, r->comm, r->comm_name)))
+                (err = sc_recv_piece(buf, peer(r, prev), r->tag + from, r->comm, r->comm_name)))
                 return err;
             if ((err = sc_insert_accumulate(opts, r->piece[from], buf, r->acc_name)))
                 return err;
@@ -308,9 +351,9 @@ static int allgather(struct sc_ring *r, const struct sc_task_opts *opts, starpu_
             /* Posted when our own chunk is final, as the peers' are then
              * due too (see gate_receive). */
             if ((err = wait_credit(r, j, pieces[to], &pieces[mod(me - s, p) * K])) ||
-                (err = sc_send_piece(opts, pieces[to], next, tag + to, r->comm, r->comm_name)) ||
+                (err = ring_send(r, opts, pieces[to], next, tag + to)) ||
                 (err = gate_receive(pieces[from], pieces[own])) ||
-                (err = sc_recv_piece(pieces[from], prev, tag + from, r->comm, r->comm_name)))
+                (err = sc_recv_piece(pieces[from], peer(r, prev), tag + from, r->comm, r->comm_name)))
                 return err;
         }
     return 0;
@@ -324,20 +367,20 @@ static int chain_reduce(struct sc_ring *r, const struct sc_task_opts *opts)
     if (me < r->size - 1) {
         if ((err = gate_receive(r->recv[0], r->vec)))
             return err;
-        if ((err = sc_recv_piece(r->recv[0], me + 1, r->tag, r->comm, r->comm_name)))
+        if ((err = sc_recv_piece(r->recv[0], peer(r, me + 1), r->tag, r->comm, r->comm_name)))
             return err;
         if ((err = sc_insert_accumulate(opts, r->vec, r->recv[0], r->acc_name)))
             return err;
     }
-    return me > 0 ? sc_send_piece(opts, r->vec, me - 1, r->tag, r->comm, r->comm_name) : 0;
+    return me > 0 ? ring_send(r, opts, r->vec, me - 1, r->tag) : 0;
 }
 
 static int chain_broadcast(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t target)
 {
     int me = r->rank, err;
-    if (me > 0 && (err = sc_recv_piece(target, me - 1, r->tag + 1, r->comm, r->comm_name)))
+    if (me > 0 && (err = sc_recv_piece(target, peer(r, me - 1), r->tag + 1, r->comm, r->comm_name)))
         return err;
-    return me < r->size - 1 ? sc_send_piece(opts, target, me + 1, r->tag + 1, r->comm, r->comm_name) : 0;
+    return me < r->size - 1 ? ring_send(r, opts, target, me + 1, r->tag + 1) : 0;
 }
 
 int sc_ring_allreduce_submit(struct sc_ring *r, const struct sc_task_opts *opts)

@@ -25,7 +25,7 @@ struct local {                 /* a consumer tile's part held by one of our own 
 
 struct sc_fetch {
     MPI_Comm comm;
-    int channels, ntiles;
+    int sum, ntiles;
     int nsend, nrecv, nlocal;
     struct piece *send, *recv;
     struct local *local;
@@ -53,7 +53,7 @@ static int add_piece(struct piece **v, int *n, struct piece p)
 
 static int alloc_piece(struct sc_fetch *f, struct piece *p)
 {
-    size_t n = (size_t)p->desc.n * f->channels * sc_box_area(p->desc.box);
+    size_t n = (size_t)p->desc.n * p->desc.nch * sc_box_area(p->desc.box);
     int err = sc_vector_new(&p->h, (void **)&p->mem, n, sizeof(float));
     if (err)
         return err;
@@ -61,14 +61,28 @@ static int alloc_piece(struct sc_fetch *f, struct piece *p)
     return 0;
 }
 
-int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int channels, const struct sc_layout *dst,
-                    sc_need_fn need, void *ctx, int rank, MPI_Comm comm, const char *name)
+/* Whether holder q's copy is the one consumer r takes from a replicated
+ * source: the same coordinates along the replicated dimensions. */
+static int replica_of(const struct sc_layout *src, unsigned replicated, int q, int r)
+{
+    int cq[SC_NDIMS], cr[SC_NDIMS];
+    sc_grid_coords(&src->grid, q, cq);
+    sc_grid_coords(&src->grid, r, cr);
+    for (int d = 0; d < SC_NDIMS; d++)
+        if ((replicated & (1u << d)) && cq[d] != cr[d])
+            return 0;
+    return 1;
+}
+
+int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, const struct sc_layout *dst, sc_need_fn need,
+                    void *ctx, enum sc_fetch_mode mode, int rank, MPI_Comm comm, const char *name)
 {
     struct sc_fetch *f = calloc(1, sizeof(*f));
     if (!f)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     f->comm = comm;
-    f->channels = channels;
+    f->sum = mode == SC_FETCH_SUM;
+    unsigned replicated = f->sum ? 0 : sc_layout_replicated(src);
     f->ntiles = dst->ntiles;
     snprintf(f->pack_name, sizeof(f->pack_name), "%s.pack", name);
     snprintf(f->comm_name, sizeof(f->comm_name), "%s", name);
@@ -78,11 +92,11 @@ int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int chan
         for (int t = 0; t < dst->ntiles; t++) {
             int ts0, tn;
             sc_layout_tile_samples(dst, r, t, &ts0, &tn);
-            struct sc_box want = need(ctx, r, t);
+            struct sc_block want = need(ctx, r, t);
             for (int q = 0; q < P; q++) {
-                struct sc_box have = sc_layout_box(src, q);
-                struct sc_box part = sc_box_intersect(want, have);
-                if (sc_box_empty(part) || tn < 1)
+                struct sc_block have = sc_layout_block(src, q);
+                struct sc_block part = sc_block_intersect(want, have);
+                if (sc_block_empty(part) || tn < 1 || !replica_of(src, replicated, q, r))
                     continue;
                 for (int u = 0; u < src->ntiles; u++) {
                     int us0, un, s0, n;
@@ -98,12 +112,14 @@ int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int chan
                             goto done;
                         }
                         f->local = nl;
-                        f->local[f->nlocal++] = (struct local){t, u, {us0, un, have}};
+                        f->local[f->nlocal++] =
+                            (struct local){t, u, {us0, un, have.box, have.ch0, have.ch1 - have.ch0}};
                         continue;
                     }
-                    struct piece p = {.desc = {s0, n, part}, .tag = k++};
+                    struct piece p = {.desc = {s0, n, part.box, part.ch0, part.ch1 - part.ch0}, .tag = k++};
                     if (q == rank) {
-                        p.peer = r, p.tile = u, p.from = (struct sc_region_src){us0, un, have};
+                        p.peer = r, p.tile = u;
+                        p.from = (struct sc_region_src){us0, un, have.box, have.ch0, have.ch1 - have.ch0};
                         err = add_piece(&f->send, &f->nsend, p);
                     } else if (r == rank) {
                         p.peer = q, p.tile = t;
@@ -156,9 +172,16 @@ int sc_fetch_submit(struct sc_fetch *f, const struct sc_task_opts *opts, starpu_
     }
     for (int i = 0; i < f->nsend; i++) {
         struct piece *p = &f->send[i];
-        struct sc_region_args a = {.op = SC_REGION_COPY, .s0 = p->desc.s0, .n = p->desc.n, .c = f->channels,
-                                   .region = p->desc.box, .dst_s0 = p->desc.s0, .dst_n = p->desc.n,
-                                   .dst_box = p->desc.box, .na = 1};
+        struct sc_region_args a = {.op = SC_REGION_COPY,
+                                   .s0 = p->desc.s0,
+                                   .n = p->desc.n,
+                                   .c = p->desc.nch,
+                                   .dst_ch0 = p->desc.ch0,
+                                   .region = p->desc.box,
+                                   .dst_s0 = p->desc.s0,
+                                   .dst_n = p->desc.n,
+                                   .dst_box = p->desc.box,
+                                   .na = 1};
         a.src[0] = p->from;
         if ((err = sc_insert_region(opts, &a, &src_tiles[p->tile], NULL, p->h, f->pack_name)) ||
             (err = sc_send_piece(opts, p->h, p->peer, p->tag, f->comm, f->comm_name)))
@@ -183,6 +206,11 @@ int sc_fetch_sources(const struct sc_fetch *f, starpu_data_handle_t *src_tiles, 
         h[n++] = i < f->nlocal ? src_tiles[f->local[i].src_tile] : f->recv[i - f->nlocal].h;
     }
     return n;
+}
+
+int sc_fetch_sums(const struct sc_fetch *f)
+{
+    return f->sum;
 }
 
 size_t sc_fetch_bytes(const struct sc_fetch *f)

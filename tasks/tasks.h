@@ -43,12 +43,19 @@ struct sc_ring;
 struct sc_ring_opts {
     size_t segment_bytes;
     int window;
+    /* The ring runs among these ranks of comm only, in this order, this
+     * rank among them (NULL: all of comm): a segment of the grid, the ranks
+     * that hold the same share of a channel-split layer's weights. */
+    const int *group;
+    int group_size;
 };
 /* vec: the vector (n floats) to reduce, registered in main memory; opts:
  * NULL for the defaults. */
 int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const struct sc_ring_opts *opts,
                    const char *name);
 void sc_ring_destroy(struct sc_ring *ring);
+/* Bytes this rank has sent for the ring's collectives so far. */
+uint64_t sc_ring_bytes_sent(const struct sc_ring *ring);
 /* Range [*first, *first + *count) of the vector owned by this rank. */
 void sc_ring_owned_range(const struct sc_ring *ring, size_t *first, size_t *count);
 
@@ -132,6 +139,9 @@ struct sc_bucket;
 int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
                      const struct sc_ring_opts *ring, const char *name);
 void sc_bucket_destroy(struct sc_bucket *b);
+/* Bytes this rank has sent for the bucket's reductions so far (its ring's;
+ * 0 under NCCL). */
+uint64_t sc_bucket_bytes_sent(const struct sc_bucket *b);
 /* The vectors in main memory (initial values, checkpoints: acquire the
  * handles around their use once tasks have run). */
 float *sc_bucket_weights(const struct sc_bucket *b);
@@ -182,11 +192,19 @@ int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, c
  * redistribution (different layouts) are both fetches. */
 struct sc_layout;
 struct sc_fetch;
-/* need: the box of the consumer's tile (rank, tile) in the source tensor's
- * coordinates, samples being the tile's own (under dst). */
-typedef struct sc_box (*sc_need_fn)(void *ctx, int rank, int tile);
-int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, int channels, const struct sc_layout *dst,
-                    sc_need_fn need, void *ctx, int rank, MPI_Comm comm, const char *name);
+/* need: the block (box and channels) of the consumer's tile (rank, tile) in
+ * the source tensor's coordinates, samples being the tile's own (under
+ * dst).  Where src is replicated (sc_layout_replicated), COPY takes each
+ * block from the holder with the consumer's coordinates along the
+ * replicated dimensions (copies of one value), SUM takes it from every
+ * holder, to be summed (partial sums: a channel-split convolution's
+ * outputs, the input gradients of a filter-split one). */
+enum sc_fetch_mode { SC_FETCH_COPY, SC_FETCH_SUM };
+typedef struct sc_block (*sc_need_fn)(void *ctx, int rank, int tile);
+int sc_fetch_create(struct sc_fetch **out, const struct sc_layout *src, const struct sc_layout *dst, sc_need_fn need,
+                    void *ctx, enum sc_fetch_mode mode, int rank, MPI_Comm comm, const char *name);
+/* Whether the sources of a consumer tile are to be summed (SC_FETCH_SUM). */
+int sc_fetch_sums(const struct sc_fetch *f);
 void sc_fetch_destroy(struct sc_fetch *f);
 /* Pack, send and receive the pieces; src_tiles: this rank's tiles of the
  * source tensor.  Non-blocking. */
