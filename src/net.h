@@ -75,6 +75,9 @@ struct sc_mem_report {
     size_t activations, parameters, workspaces;
 };
 void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
+/* Bytes this rank has sent for the gradient reductions of its buckets
+ * since setup (not counting replicated layers' gathers). */
+uint64_t sc_net_grad_bytes(const struct sc_net *net);
 
 /* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
  * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking. */

@@ -733,6 +733,14 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     r->workspaces += (size_t)D->rt->ncpu * window;
 }
 
+uint64_t sc_net_grad_bytes(const struct sc_net *net)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < net->dist->nbuckets; i++)
+        n += sc_bucket_bytes_sent(net->dist->buckets[i].vectors);
+    return n;
+}
+
 const char *sc_net_comm_summary(const struct sc_net *net)
 {
     return net->dist ? net->dist->summary : "";

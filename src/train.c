@@ -465,6 +465,15 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         fclose(p.metrics);
     if (err)
         return err;
+    if (o->report_comm) {
+        double mine = (double)sc_net_grad_bytes(net), all[rt->size];
+        MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, rt->ctl);
+        if (rt->rank == 0) {
+            printf("gradient reduction, bytes sent per iteration\n%4s %14s\n", "rank", "bytes");
+            for (int r = 0; r < rt->size; r++)
+                printf("%4d %14.0f\n", r, done ? all[r] / (double)done : 0.0);
+        }
+    }
     if (rt->rank == 0) {
         char accs[48] = "not measured";
         if (acc >= 0)

@@ -62,6 +62,7 @@ struct sc_train_opts {
     long trace_first, trace_last;  /* traced iterations (from 1); 0: none */
     int report;            /* print the overlap report */
     int report_memory;     /* print each rank's memory */
+    int report_comm;       /* print each rank's gradient-reduction bytes at the end */
     double mem_limit;      /* bytes per rank; 0: none */
 };
 

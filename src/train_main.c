@@ -83,14 +83,22 @@ static const char usage[] =
     "\n"
     "How layers are split (Dryden et al.):\n"
     "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
-    "                       letters n (samples), h, w (rows, columns of every image) with\n"
-    "                       extents whose product is the rank count: n4, h2w2, n2h2, w2, ...\n"
+    "                       letters n (samples), h, w (rows, columns of every image),\n"
+    "                       c (channels) and f (filters) with extents whose product is\n"
+    "                       the rank count: n4, h2w2, n2h2, c2, f4, c2f2, n2c2, h2c2, ...\n"
     "                       Default: n<ranks> (sample parallelism).  Spatially split\n"
-    "                       convolutions and poolings exchange halos as tasks; fully\n"
-    "                       connected and softmax layers stay sample parallel, and the\n"
-    "                       data is redistributed between layers split differently\n"
+    "                       convolutions and poolings exchange halos as tasks; under c a\n"
+    "                       convolution splits its input channels and reduce-scatters\n"
+    "                       its partial sums, under f its filters (x is allgathered, dx\n"
+    "                       reduce-scattered), both (c2f2) a block of the weights each;\n"
+    "                       other layers split channels under either; fully connected\n"
+    "                       and softmax layers stay sample parallel (and the first layer\n"
+    "                       takes f for c), and the data is redistributed between\n"
+    "                       layers split differently\n"
     "  --report-memory      print each rank's bytes for activations, parameters and\n"
     "                       workspaces (all allocated at setup: starconv's peak)\n"
+    "  --report-comm        at the end, print the bytes each rank sent for the gradient\n"
+    "                       reductions, per iteration\n"
     "  --mem-limit BYTES    refuse to run when a rank would need more (e.g. 2e9)\n"
     "\n"
     "Seeing the overlap:\n"
@@ -193,6 +201,7 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"list-sched", no_argument, 0, 'Q'},
         {"parallel", required_argument, 0, 'G'},
         {"report-memory", no_argument, 0, 'Y'},
+        {"report-comm", no_argument, 0, 1001},
         {"mem-limit", required_argument, 0, 'Z'},
         {"save-every", required_argument, 0, 'E'},
         {"resume", required_argument, 0, 'U'},
@@ -257,6 +266,9 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         case 'T': o->trace = optarg; break;
         case 'G': o->comm.parallel = optarg; break;
         case 'Y': o->report_memory = 1; break;
+        case 1001:
+            o->report_comm = 1;
+            break;
         case 'Z': err = parse_float(name, optarg, 1, &v_mem), o->mem_limit = v_mem; break;
         case 'I': err = parse_range(name, optarg, &o->trace_first, &o->trace_last); break;
         case 'R': o->report = 1; break;

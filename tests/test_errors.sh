@@ -76,6 +76,19 @@ expect "unwritable trace path" "--trace /nonexistent/dir/t.json: the directory i
   --trace /nonexistent/dir/t.json
 expect "bad grid letter" "grid 'x2': 'x' is not a dimension" 1 $L --data "$DATA" --parallel x2
 expect "grid without extent" "'h' needs an extent" 1 $L --data "$DATA" --parallel h
+# channel and filter splitting
+W="--model $TOP_SRCDIR/tests/models/wide_small.cfg --data $DATA --iters 1 --batch 6"
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[convolutional]' 'parallel=c3' 'filters=6' 'size=3' "$good_tail"
+expect "channels that do not split evenly" "conv2: its 4 input channels do not split evenly into 3 parts" 3 $m \
+  --batch 6
+expect "filters that do not split evenly" "conv1: its 16 output channels do not split evenly into 3 parts" 3 $W \
+  --parallel f3
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[connected]' 'parallel=c2' 'output=10' '[softmax]'
+expect "channels of a fully connected layer" "fc1: parallel=c2: a .connected. layer cannot split its channels" 2 $m
+cfg "$net" '[convolutional]' 'parallel=c2' 'filters=4' 'size=3' "$good_tail"
+expect "the image's one channel" "conv1: the first layer cannot split its input channels" 2 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[convolutional]' 'parallel=c2' 'filters=5' 'size=3' "$good_tail"
+expect "uneven output channels" "conv2: its 5 output channels do not split evenly into 2 parts" 2 $m
 expect "bad synthetic spec" "expected synthetic:CxHxW:K" 1 $L --data synthetic:3x28:10
 expect "bad mesh size" "expected synthetic-mesh:SIZE" 1 $L --data synthetic-mesh:big
 expect "synthetic data of the wrong shape" "samples are 3x32x32 but the model's input is 1x28x28" 1 $L --data synthetic:3x32x32:10

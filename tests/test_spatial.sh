@@ -148,7 +148,7 @@ expect_refused() {
   fi
 }
 expect_refused "a grid of 4 ranks on 2" "has 4 ranks but 2 were started" 2 1 --model "$SPATIAL" $common --iters 1 --parallel h2w2
-expect_refused "channel splitting" "channel and filter splitting are not implemented" 2 1 --model "$SPATIAL" $common --iters 1 --parallel c2
+expect_refused "channels that do not split evenly" "conv1: its 4 output channels do not split evenly into 3 parts" 3 1 --model "$SPATIAL" $common --batch 6 --iters 1 --parallel c3
 expect_refused "a layer smaller than its grid" "cannot be split over" 4 1 --model "$SPATIAL" $common --iters 1 --parallel h4
 sed 's/^\[connected\]$/[connected]\nparallel=h2w2/' "$MIXED" >"$WORK/bad.cfg"
 expect_refused "parallel= on a fully connected layer" "needs whole samples" 4 1 --model "$WORK/bad.cfg" $common --iters 1
