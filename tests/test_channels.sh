@@ -4,8 +4,9 @@
 # under stationary-x (c2, c4), stationary-y (f2, f4), stationary-w (c2f2)
 # and the hybrids n2c2, h2c2, n2f2, with 2 workers per rank, and for a
 # model that mixes spatial, channel and filter layers (BN, a residual
-# block) with redistribution between them.  Then the bytes each rank sends
-# for the gradient reduction: a 2-way channel split halves them.
+# block) with redistribution between them; checkpoints and resume.  Then
+# the bytes each rank sends for the gradient reduction: a 2-way channel
+# split halves them.
 . "$TOP_SRCDIR/tests/common.sh"
 
 WIDE="$TOP_SRCDIR/tests/models/wide_small.cfg"
@@ -52,6 +53,19 @@ same 4 1 3 "c2f2" --parallel c2f2
 same 4 1 3 "n2c2" --parallel n2c2
 same 4 1 3 "n2f2" --parallel n2f2
 same 4 1 3 "h2c2" --parallel h2c2
+
+# Checkpoints hold whole tensors, gathered from the shares: c2f2 for 2
+# iterations, then resumed for the third, gives the bits of 3 at once.
+run 4 1 --model "$WIDE" $common --iters 3 --parallel c2f2 --save "$WORK/c2f2-3.safetensors" >/dev/null 2>&1 &&
+  run 4 1 --model "$WIDE" $common --iters 2 --parallel c2f2 --save "$WORK/c2f2-2.safetensors" >/dev/null 2>&1 &&
+  run 4 1 --model "$WIDE" $common --iters 3 --parallel c2f2 --resume "$WORK/c2f2-2.safetensors" \
+    --save "$WORK/c2f2-r.safetensors" >/dev/null 2>&1 || fail "c2f2 checkpoint runs"
+if "$COMPARE" "$WORK/c2f2-r.safetensors" "$WORK/c2f2-3.safetensors" 0 &&
+  ! "$COMPARE" "$WORK/c2f2-2.safetensors" "$WORK/c2f2-3.safetensors" 1e-4 >/dev/null; then
+  ok "c2f2: 2 iterations, a checkpoint and a resumed third give the bits of 3 iterations"
+else
+  fail "c2f2: the resumed run differs"
+fi
 
 # The mixed model against the same layers without parallel= on 1 rank.
 # The conv biases just before BN have a gradient that is zero in exact
