@@ -1,11 +1,13 @@
-/* sc-allreduce-bench [--trace FILE] [--segment KB] [FLOATS] [REPS]: the cost of starconv's
+/* sc-allreduce-bench [--trace FILE] [--segment KB] [--direct KB] [FLOATS] [REPS]: the cost of starconv's
  * allreduce task graph (the ring of tasks/collectives.c, with the windows of
  * training) against MPI_Allreduce on the same vector, in three columns from
  * one run (rank 0 prints the medians):
  *   1. MPI_Allreduce before StarPU starts (MPI started as starconv starts it);
  *   2. MPI_Allreduce while StarPU and StarPU-MPI run in the same processes,
  *      interleaved with 3. (their threads perturb MPI's timing);
- *   3. the task graph: submission to the moment the vector can be read.
+ *   3. the task graph: submission to the moment the vector can be read (a
+ *      vector of at most 64 KiB: the one task of the direct path, as in
+ *      training; --direct 0: the ring whatever the size).
  * --trace FILE writes the timeline of the task graph's repetitions (tasks and
  * transfers, as starconv-train --trace) to FILE.  --segment KB: the ring's
  * segment size (starconv-train --comm-segment; default, as there, 512).
@@ -60,7 +62,7 @@ static double time_mpi(float *m, size_t n, int reps, MPI_Comm comm)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE] [--segment KB] [FLOATS>0] [REPS>0]\n"
+    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE] [--segment KB] [--direct KB] [FLOATS>0] [REPS>0]\n"
                     "       sc-allreduce-bench --mpi-only [FLOATS>0] [REPS>0]\n");
     return 2;
 }
@@ -71,16 +73,20 @@ int main(int argc, char **argv)
     int mpi_only = 0;
     struct sc_comm_opts defaults;
     sc_comm_opts_default(&defaults);
-    long segment_kb = defaults.segment_kb;
+    long segment_kb = defaults.segment_kb, direct_kb = 64;
     char *end;
     if (argc > 1 && !strcmp(argv[1], "--mpi-only")) {
         mpi_only = 1;
         argv++, argc--;
     }
-    while (!mpi_only && argc > 2 && (!strcmp(argv[1], "--trace") || !strcmp(argv[1], "--segment"))) {
+    while (!mpi_only && argc > 2 &&
+           (!strcmp(argv[1], "--trace") || !strcmp(argv[1], "--segment") || !strcmp(argv[1], "--direct"))) {
         if (!strcmp(argv[1], "--trace"))
             trace = argv[2];
-        else if ((segment_kb = strtol(argv[2], &end, 10)) < 4 || *end)
+        else if (!strcmp(argv[1], "--direct")) {
+            if ((direct_kb = strtol(argv[2], &end, 10)) < 0 || direct_kb > 1 << 20 || *end)
+                return usage();
+        } else if ((segment_kb = strtol(argv[2], &end, 10)) < 4 || *end)
             return usage();
         argv += 2, argc -= 2;
     }
@@ -122,7 +128,7 @@ int main(int argc, char **argv)
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
     /* As starconv-train's buckets have it. */
-    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0};
+    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0, direct_kb ? (int)direct_kb : -1};
     if (sc_ring_create(&ring, h, rt.comm, &ro, "bench")) {
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;
@@ -160,11 +166,16 @@ int main(int argc, char **argv)
         sc_trace_free(&t);
     }
     double mm = median(t_mpi, reps), ms = median(t_sc, reps);
+    char path[64];
+    if (sc_ring_is_direct(ring))
+        snprintf(path, sizeof path, "one MPI_Iallreduce task");
+    else
+        snprintf(path, sizeof path, "%ld KiB segments", segment_kb);
     if (rt.rank == 0)
         printf("allreduce %zu floats (%.3f MiB) on %d ranks, median of %d: MPI_Allreduce without StarPU %.3f ms, "
-               "with StarPU running %.3f ms, starconv task graph (%ld KiB segments) %.3f ms; task graph / MPI "
+               "with StarPU running %.3f ms, starconv task graph (%s) %.3f ms; task graph / MPI "
                "without StarPU %.2f, / MPI with StarPU %.2f\n",
-               n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, mm * 1e3, segment_kb, ms * 1e3, ms / alone, ms / mm);
+               n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, mm * 1e3, path, ms * 1e3, ms / alone, ms / mm);
     sc_tasks_wait_all(rt.comm);
     sc_ring_destroy(ring);
     starpu_data_unregister(h);

@@ -580,7 +580,7 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
         sizes[i] = share_of(net, b->layer[i])->nparams;
     int nmembers = param_segment(net, b->layer[0], members);
     struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
-                                nmembers < D->rt->size ? members : NULL, nmembers};
+                                nmembers < D->rt->size ? members : NULL, nmembers, D->comm.direct_kb};
     if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {

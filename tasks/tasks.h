@@ -48,19 +48,46 @@ struct sc_ring_opts {
      * that hold the same share of a channel-split layer's weights. */
     const int *group;
     int group_size;
+    /* Vectors of at most direct_kb KiB (0: 64; -1: none) take one MPI
+     * nonblocking collective in a task instead of the ring (sc_direct
+     * below): the ring's messages cost about 0.1 ms each here.  Every rank
+     * of comm creates its rings in the same order, with the same
+     * direct_kb (each ring then makes a communicator of its own). */
+    int direct_kb;
 };
 /* vec: the vector (n floats) to reduce, registered in main memory; opts:
  * NULL for the defaults. */
 int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const struct sc_ring_opts *opts,
                    const char *name);
 void sc_ring_destroy(struct sc_ring *ring);
-/* Bytes this rank has sent for the ring's collectives so far. */
+/* Bytes this rank has sent for the ring's collectives so far (a direct
+ * collective counts the vector once on each rank that sends it in a tree:
+ * the non-roots of a reduce, the root of a broadcast, every rank of an
+ * allreduce: MPI's algorithm is its own). */
 uint64_t sc_ring_bytes_sent(const struct sc_ring *ring);
+/* 1 when the ring's collectives take the direct path (direct_kb). */
+int sc_ring_is_direct(const struct sc_ring *ring);
 /* Range [*first, *first + *count) of the vector owned by this rank. */
 void sc_ring_owned_range(const struct sc_ring *ring, size_t *first, size_t *count);
 
 /* vec = sum over the ranks of vec.  Non-blocking: submits tasks and transfers. */
 int sc_ring_allreduce_submit(struct sc_ring *ring, const struct sc_task_opts *opts);
+
+/* A small vector's collectives as one task each (tasks/direct.c): the task
+ * posts an MPI nonblocking collective on a communicator of the plan's own
+ * (split from comm by color, ordered by key) and ends when a thread of
+ * ours sees it complete, so it holds no worker while the data travel.
+ * The vector: floats in main memory, written in place (reduce: on the
+ * new communicator's rank 0; bcast: from it). */
+struct sc_direct;
+int sc_direct_create(struct sc_direct **out, MPI_Comm comm, int color, int key, const char *name);
+void sc_direct_destroy(struct sc_direct *d);
+int sc_direct_allreduce_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v);
+int sc_direct_reduce_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v);
+int sc_direct_bcast_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v);
+/* Called (from our thread) whenever a direct collective completes
+ * (sc_tasks_set_wake_hook sets it too). */
+void sc_direct_set_wake_hook(void (*fn)(void));
 
 /* The optimizer step of data-parallel training for one layer: reduce-scatter
  * of the gradient, SGD of the owned chunk of the weights and momentum on its
