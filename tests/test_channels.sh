@@ -89,12 +89,13 @@ fi
 # convolutions.  Under n2c2 each convolution weight is held by the 2 ranks
 # of its N group only, each rank holding half of them (plus its biases), so
 # that all ranks together send 2 (W - WF) + 6 WF floats, and each about
-# (W - WF) / 2 + 1.5 WF: about half of what n2 sends per rank.
+# (W - WF) / 2 + 1.5 WF: about half of what n2 sends per rank.  All through
+# the ring (--comm-direct 0), whose bytes are its own count.
 WF=330
 run 1 1 --model "$WIDE" $common --iters 1 >"$WORK/log" 2>&1
 W=$(grep -o '[0-9]* parameters' "$WORK/log" | head -1 | cut -d' ' -f1)
 bytes() { # NP GRID: the per-rank bytes, one line each
-  run "$1" 1 --model "$WIDE" $common --iters 2 --parallel "$2" --report-comm >"$WORK/comm" 2>&1 ||
+  run "$1" 1 --model "$WIDE" $common --iters 2 --parallel "$2" --report-comm --comm-direct 0 >"$WORK/comm" 2>&1 ||
     { fail "--report-comm run $2"; return; }
   awk '/^gradient reduction/ {on = 1; next} on && $1 ~ /^[0-9]+$/ {print $2}' "$WORK/comm"
 }
