@@ -30,6 +30,7 @@ enum { DIRECT_ALLREDUCE, DIRECT_REDUCE, DIRECT_BCAST };
 struct direct_args {
     int op, root;
     MPI_Comm comm;
+    struct sc_trace_rec *rec; /* while a trace is recorded: the collective, posting to completion */
 };
 
 /* ---- completion of the posted requests ---- */
@@ -37,6 +38,7 @@ struct direct_args {
 struct pending {
     MPI_Request req;
     struct starpu_task *task;
+    struct sc_trace_rec *rec;
     struct pending *next;
 };
 
@@ -75,6 +77,8 @@ static void *poll_main(void *arg)
         while (done) {
             struct pending *p = done;
             done = p->next;
+            if (p->rec)
+                p->rec->end = starpu_timing_now();
             starpu_task_end_dep_release(p->task);
             free(p);
             if (poll_wake)
@@ -96,6 +100,9 @@ static void direct_cpu(void *buffers[], void *cl_arg)
         abort();
     }
     p->task = starpu_task_get_current();
+    p->rec = a->rec;
+    if (p->rec)
+        p->rec->start = starpu_timing_now();
     MPI_Comm_rank(a->comm, &me);
     switch (a->op) {
     case DIRECT_ALLREDUCE:
@@ -118,6 +125,8 @@ static void direct_cpu(void *buffers[], void *cl_arg)
         MPI_Test(&p->req, &flag, MPI_STATUS_IGNORE);
     while (!flag && starpu_timing_now() < until);
     if (flag) {
+        if (p->rec)
+            p->rec->end = starpu_timing_now();
         starpu_task_end_dep_release(p->task);
         free(p);
         return;
@@ -196,7 +205,7 @@ static int submit(struct sc_direct *d, const struct sc_task_opts *opts, int op, 
     struct direct_args *a = malloc(sizeof *a);
     if (!a)
         return sc_error(SC_ERR_NOMEM, "out of memory");
-    *a = (struct direct_args){op, 0, d->comm[op == DIRECT_BCAST]};
+    *a = (struct direct_args){op, 0, d->comm[op == DIRECT_BCAST], sc_trace_new_rec(d->name, SC_REC_COMM)};
     struct sc_task_opts cpu = {opts ? opts->priority : 0, SC_WHERE_CPU};
     int ret = starpu_task_insert(&cl_direct, STARPU_RW, v, STARPU_CL_ARGS, a, sizeof *a, STARPU_TASK_END_DEP, 1,
                                  STARPU_NAME, d->name, STARPU_PRIORITY, sc_task_opts_priority(&cpu),
