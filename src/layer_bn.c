@@ -254,8 +254,7 @@ static starpu_data_handle_t bn_buffer_handle(struct sc_layer *l)
 static int bn_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)
 {
     (void)cout, (void)partial, (void)bias;
-    int err = sc_layer_split_copy(l, local, cin, sizeof(struct bn_state));
-    return err;
+    return sc_layer_split_copy(l, local, cin, sizeof(struct bn_state));
 }
 
 /* [weight | bias] and [running_mean | running_var]: two per-channel vectors. */

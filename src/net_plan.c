@@ -325,32 +325,12 @@ static struct sc_block need_dy(void *ctx, int r, int t)
     return with_channels(dy_layout(d), r, sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r)));
 }
 
-static struct sc_block need_in(void *ctx, int r, int t)
+/* A redistribution's or collective's need: the consumer's whole block of
+ * the layout it is fetched into (ctx: that layout). */
+static struct sc_block need_block(void *ctx, int r, int t)
 {
-    struct need_ctx *c = ctx;
     (void)t;
-    return sc_layout_block(&c->net->dist->ld[c->l].xch.lin, r);
-}
-
-static struct sc_block need_prev_out(void *ctx, int r, int t)
-{
-    struct need_ctx *c = ctx;
-    (void)t;
-    return sc_layout_block(&c->net->dist->ld[c->net->layers[c->l].src[0]].xch.lout, r);
-}
-
-static struct sc_block need_out(void *ctx, int r, int t)
-{
-    struct need_ctx *c = ctx;
-    (void)t;
-    return sc_layout_block(&c->net->dist->ld[c->l].xch.lout, r);
-}
-
-static struct sc_block need_part(void *ctx, int r, int t)
-{
-    struct need_ctx *c = ctx;
-    (void)t;
-    return sc_layout_block(&c->net->dist->ld[c->l].chan.lpart, r);
+    return sc_layout_block(ctx, r);
 }
 
 static int g_spatial(const struct sc_layout *L)
@@ -392,16 +372,17 @@ static int plan_exchanges(struct sc_net *net, int l)
          * (a reduce-scatter). */
         enum sc_fetch_mode back =
             L->mixes_channels && d->xch.lin.grid.extent[SC_DIM_F] > 1 ? SC_FETCH_SUM : SC_FETCH_COPY;
-        if ((err = sc_fetch_create(&d->xch.redist_fwd, &D->ld[s].xch.lout, &d->xch.lin, need_in, &ctx, SC_FETCH_COPY,
-                                   me, D->rt->comm, d->xch.redist_name)) ||
-            (err = sc_fetch_create(&d->xch.redist_bwd, &d->xch.lin, &D->ld[s].xch.lout, need_prev_out, &ctx, back, me,
-                                   D->rt->comm, d->xch.redist_name)))
+        if ((err = sc_fetch_create(&d->xch.redist_fwd, &D->ld[s].xch.lout, &d->xch.lin, need_block, &d->xch.lin,
+                                   SC_FETCH_COPY, me, D->rt->comm, d->xch.redist_name)) ||
+            (err = sc_fetch_create(&d->xch.redist_bwd, &d->xch.lin, &D->ld[s].xch.lout, need_block, &D->ld[s].xch.lout,
+                                   back, me, D->rt->comm, d->xch.redist_name)))
             return err;
     }
-    if (d->chan.partial && ((err = sc_fetch_create(&d->chan.reduce, &d->chan.lpart, &d->xch.lout, need_out, &ctx,
-                                                   SC_FETCH_SUM, me, D->rt->comm, d->chan.reduce_name)) ||
-                            (err = sc_fetch_create(&d->chan.gather_dy, &d->xch.lout, &d->chan.lpart, need_part, &ctx,
-                                                   SC_FETCH_COPY, me, D->rt->comm, d->chan.gather_name))))
+    if (d->chan.partial &&
+        ((err = sc_fetch_create(&d->chan.reduce, &d->chan.lpart, &d->xch.lout, need_block, &d->xch.lout, SC_FETCH_SUM,
+                                me, D->rt->comm, d->chan.reduce_name)) ||
+         (err = sc_fetch_create(&d->chan.gather_dy, &d->xch.lout, &d->chan.lpart, need_block, &d->chan.lpart,
+                                SC_FETCH_COPY, me, D->rt->comm, d->chan.gather_name))))
         return err;
     if (L->group_sum_len && g_spatial(&d->xch.lin)) {
         int members[D->rt->size];

@@ -27,19 +27,21 @@ enum { DIRECT_ALLREDUCE, DIRECT_REDUCE, DIRECT_BCAST };
 /* How long a task waits for its collective before handing it over. */
 #define SPIN_US 50.0
 
-struct direct_args {
-    int op, root;
-    MPI_Comm comm;
-    struct sc_trace_rec *rec; /* while a trace is recorded: the collective, posting to completion */
-};
-
 /* ---- completion of the posted requests ---- */
 
 struct pending {
     MPI_Request req;
     struct starpu_task *task;
-    struct sc_trace_rec *rec;
+    struct sc_trace_rec *rec; /* while a trace is recorded: the collective, posting to completion */
     struct pending *next;
+};
+
+/* p: allocated at submission (where running out of memory can be
+ * reported), freed once the collective completes. */
+struct direct_args {
+    int op, root;
+    MPI_Comm comm;
+    struct pending *p;
 };
 
 static pthread_mutex_t poll_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -94,13 +96,8 @@ static void direct_cpu(void *buffers[], void *cl_arg)
     const struct direct_args *a = cl_arg;
     float *v = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
     int n = (int)STARPU_VECTOR_GET_NX(buffers[0]), me;
-    struct pending *p = malloc(sizeof *p);
-    if (!p) {
-        fprintf(stderr, "starconv: out of memory posting a collective\n");
-        abort();
-    }
+    struct pending *p = a->p;
     p->task = starpu_task_get_current();
-    p->rec = a->rec;
     if (p->rec)
         p->rec->start = starpu_timing_now();
     MPI_Comm_rank(a->comm, &me);
@@ -203,18 +200,26 @@ void sc_direct_destroy(struct sc_direct *d)
 static int submit(struct sc_direct *d, const struct sc_task_opts *opts, int op, starpu_data_handle_t v)
 {
     struct direct_args *a = malloc(sizeof *a);
-    if (!a)
+    struct pending *p = calloc(1, sizeof *p);
+    if (!a || !p) {
+        free(a), free(p);
         return sc_error(SC_ERR_NOMEM, "out of memory");
-    *a = (struct direct_args){op, 0, d->comm[op == DIRECT_BCAST], sc_trace_new_rec(d->name, SC_REC_COMM)};
+    }
+    p->rec = sc_trace_new_rec(d->name, SC_REC_COMM);
+    *a = (struct direct_args){op, 0, d->comm[op == DIRECT_BCAST], p};
     struct sc_task_opts cpu = {opts ? opts->priority : 0, SC_WHERE_CPU};
     int ret = starpu_task_insert(&cl_direct, STARPU_RW, v, STARPU_CL_ARGS, a, sizeof *a, STARPU_TASK_END_DEP, 1,
                                  STARPU_NAME, d->name, STARPU_PRIORITY, sc_task_opts_priority(&cpu),
                                  STARPU_EXECUTE_WHERE, sc_task_opts_where_mask(&cpu), 0);
     /* An idle worker sleeps until woken or for up to 0.2 ms (runtime.c):
      * a collective is latency, so wake it. */
-    if (!ret && poll_wake)
+    if (ret) {
+        free(p);
+        return sc_error(SC_ERR_RUNTIME, "%s: StarPU refused a collective task (%d)", d->name, ret);
+    }
+    if (poll_wake)
         poll_wake();
-    return ret ? sc_error(SC_ERR_RUNTIME, "%s: StarPU refused a collective task (%d)", d->name, ret) : 0;
+    return 0;
 }
 
 int sc_direct_allreduce_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v)
