@@ -157,6 +157,19 @@ static void conv_param_index(const struct sc_layer *l, const struct sc_layer *lo
         index[i++] = nw + out_ch0 + f;
 }
 
+static void conv_work(const struct sc_layer *l, int n, int cin, int cout, int ih, int iw, int oh, int ow,
+                      struct sc_layer_work *w)
+{
+    w->kind = SC_WORK_CONV;
+    w->conv = conv_args(l, n);
+    w->conv.c = cin;
+    w->conv.f = cout;
+    w->conv.h = ih;
+    w->conv.w = iw;
+    w->conv.oh = oh;
+    w->conv.ow = ow;
+}
+
 const struct sc_layer_ops sc_layer_conv_ops = {
     .section = "convolutional",
     .prefix = "conv",
@@ -168,4 +181,5 @@ const struct sc_layer_ops sc_layer_conv_ops = {
     .backward = conv_backward,
     .split_channels = conv_split,
     .param_index = conv_param_index,
+    .work = conv_work,
 };

@@ -92,6 +92,14 @@ static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
     return err;
 }
 
+static void fc_work(const struct sc_layer *l, int n, int cin, int cout, int ih, int iw, int oh, int ow,
+                    struct sc_layer_work *w)
+{
+    (void)cin, (void)cout, (void)ih, (void)iw, (void)oh, (void)ow;
+    w->kind = SC_WORK_FC;
+    w->fc = fc_args(l, n);
+}
+
 const struct sc_layer_ops sc_layer_fc_ops = {
     .section = "connected",
     .prefix = "fc",
@@ -102,4 +110,5 @@ const struct sc_layer_ops sc_layer_fc_ops = {
     .act_backward = fc_act_backward,
     .backward = fc_backward,
     .param_grad = fc_param_grad,
+    .work = fc_work,
 };

@@ -97,6 +97,19 @@ static int pool_split(const struct sc_layer *l, struct sc_layer *local, int cin,
     return sc_layer_split_copy(l, local, cin, sizeof(struct pool));
 }
 
+static void pool_work(const struct sc_layer *l, int n, int cin, int cout, int ih, int iw, int oh, int ow,
+                      struct sc_layer_work *w)
+{
+    (void)cout;
+    w->kind = SC_WORK_POOL;
+    w->pool = pool_args(l, n);
+    w->pool.c = cin;
+    w->pool.h = ih;
+    w->pool.w = iw;
+    w->pool.oh = oh;
+    w->pool.ow = ow;
+}
+
 const struct sc_layer_ops sc_layer_maxpool_ops = {
     .section = "maxpool",
     .prefix = "pool",
@@ -105,6 +118,7 @@ const struct sc_layer_ops sc_layer_maxpool_ops = {
     .forward = pool_forward,
     .backward = pool_backward,
     .split_channels = pool_split,
+    .work = pool_work,
 };
 
 const struct sc_layer_ops sc_layer_avgpool_ops = {
@@ -115,4 +129,5 @@ const struct sc_layer_ops sc_layer_avgpool_ops = {
     .forward = pool_forward,
     .backward = pool_backward,
     .split_channels = pool_split,
+    .work = pool_work,
 };

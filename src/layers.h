@@ -72,6 +72,17 @@ struct sc_tile_split {
 
 struct sc_layer;
 
+/* What a layer's kernels compute on one block (the planner's cost model,
+ * src/plan.c, times it through a calibration): a library kernel with its
+ * arguments, or, for the layers without one, memory streamed. */
+enum sc_work_kind { SC_WORK_STREAM, SC_WORK_CONV, SC_WORK_POOL, SC_WORK_FC };
+struct sc_layer_work {
+    enum sc_work_kind kind;
+    struct sc_conv_args conv;
+    struct sc_pool_args pool;
+    struct sc_fc_args fc;
+};
+
 struct sc_layer_ops {
     const char *section;     /* cfg section name */
     const char *prefix;      /* layer names are prefix + number, e.g. conv2 */
@@ -117,6 +128,11 @@ struct sc_layer_ops {
      * share's parameter i, the share's channels starting at in_ch0 (input)
      * and out_ch0 (output). */
     void (*param_index)(const struct sc_layer *l, const struct sc_layer *local, int in_ch0, int out_ch0, size_t *index);
+    /* Optional (layers with a library kernel; the others stream memory):
+     * the kernel's arguments for n samples of cin input and cout output
+     * channels, ih x iw of input and oh x ow of output each. */
+    void (*work)(const struct sc_layer *l, int n, int cin, int cout, int ih, int iw, int oh, int ow,
+                 struct sc_layer_work *w);
 };
 
 struct sc_layer {

@@ -55,6 +55,12 @@ struct sc_net {
  * file:line. */
 int sc_net_parse(const char *cfg_path, struct sc_net **out);
 size_t sc_net_nparams(const struct sc_net *net);
+/* --parallel as a per-layer list, "conv1=f2,conv2=c2,fc1=n4" (what
+ * starconv-plan prints; a layer it does not name is sample parallel):
+ * check: SC_ERR_ARG naming an entry that is malformed or names no layer of
+ * net, or a layer twice; find: layer name's grid into buf, 0 if unnamed. */
+int sc_parallel_list_check(const struct sc_net *net, const char *list);
+int sc_parallel_list_find(const char *list, const char *name, char *buf, size_t len);
 
 /* Split the global batch over the ranks of rt (it must divide evenly) and
  * the local batch into one tile per CPU worker; allocate and register the

@@ -198,6 +198,58 @@ size_t sc_net_nparams(const struct sc_net *net)
 
 /* ---- how gradients travel ---- */
 
+/* The entry of list at *p: name [n0, n1), grid [g0, g1); *p moves past it. */
+static int list_entry(const char **p, const char **n0, const char **n1, const char **g0, const char **g1)
+{
+    if (!**p)
+        return 0;
+    *n0 = *p;
+    const char *e = strchr(*p, ',');
+    if (!e)
+        e = *p + strlen(*p);
+    const char *eq = memchr(*p, '=', e - *p);
+    *n1 = eq ? eq : e;
+    *g0 = eq ? eq + 1 : e;
+    *g1 = e;
+    *p = *e ? e + 1 : e;
+    return 1;
+}
+
+int sc_parallel_list_find(const char *list, const char *name, char *buf, size_t len)
+{
+    const char *p = list, *n0, *n1, *g0, *g1;
+    while (list_entry(&p, &n0, &n1, &g0, &g1))
+        if ((size_t)(n1 - n0) == strlen(name) && !strncmp(n0, name, n1 - n0)) {
+            snprintf(buf, len, "%.*s", (int)(g1 - g0), g0);
+            return 1;
+        }
+    return 0;
+}
+
+int sc_parallel_list_check(const struct sc_net *net, const char *list)
+{
+    const char *p = list, *n0, *n1, *g0, *g1;
+    while (list_entry(&p, &n0, &n1, &g0, &g1)) {
+        int found = -1;
+        for (int l = 0; l < net->nlayers && found < 0; l++)
+            if ((size_t)(n1 - n0) == strlen(net->layers[l].name) && !strncmp(n0, net->layers[l].name, n1 - n0))
+                found = l;
+        if (g0 == g1 || n0 == n1)
+            return sc_error(SC_ERR_ARG, "--parallel: '%.*s' is not LAYER=GRID (e.g. conv1=h2w2)", (int)(g1 - n0),
+                            n0);
+        if (found < 0)
+            return sc_error(SC_ERR_ARG, "--parallel: the model has no layer '%.*s'", (int)(n1 - n0), n0);
+        if (net->layers[found].alias)
+            return sc_error(SC_ERR_ARG, "--parallel: %s is a [route] (no tasks): it takes no grid",
+                            net->layers[found].name);
+        char again[32];
+        const char *rest = p;
+        if (sc_parallel_list_find(rest, net->layers[found].name, again, sizeof again))
+            return sc_error(SC_ERR_ARG, "--parallel: %s is given twice", net->layers[found].name);
+    }
+    return 0;
+}
+
 void sc_comm_opts_default(struct sc_comm_opts *o)
 {
     *o = (struct sc_comm_opts){.grad_comm = SC_GRAD_LAYER,

@@ -20,7 +20,13 @@ static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g
 {
     struct sc_net_dist *D = net->dist;
     int P = D->rt->size, err;
+    char listed[32];
     const char *spec = l->parallel[0] ? l->parallel : D->comm.parallel ? D->comm.parallel : "";
+    if (!l->parallel[0] && strchr(spec, '=')) {
+        /* A per-layer list (--parallel conv1=f2,conv2=c2, what the planner
+         * prints): a layer it does not name is sample parallel. */
+        spec = sc_parallel_list_find(spec, l->name, listed, sizeof listed) ? listed : "";
+    }
     if ((err = sc_grid_parse(spec, P, g)))
         return sc_error(err, "%s: %s", l->name, sc_last_error());
     int spatial = g->extent[SC_DIM_H] * g->extent[SC_DIM_W] > 1;
@@ -744,6 +750,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     D->global_batch = global_batch;
     int err;
     ALLOC_ARRAY(D->ld, net->nlayers);
+    if (D->comm.parallel && strchr(D->comm.parallel, '=') && (err = sc_parallel_list_check(net, D->comm.parallel)))
+        return err;
     if ((err = plan_layouts(net)))
         return err;
     int replicate = rt->size > 1 ? D->comm.fc_replicate : 0;

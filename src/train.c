@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "plan.h"
 #include "trace_run.h"
 #include "train.h"
 #include "base/rng.h"
@@ -371,6 +372,44 @@ static int save_checkpoint(const struct loop_state *ls, struct sc_runtime *rt, s
     if (!err && rt->rank == 0 && o->save_every)
         fprintf(stderr, "%scheckpoint of iteration %lld written to %s\n", p->tty ? "\r\033[K" : "",
                 (long long)net->iteration, o->save);
+    return err;
+}
+
+int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct sc_net *net)
+{
+    const char *path = o->calibration ? o->calibration
+                       : getenv("STARCONV_CALIBRATION") ? getenv("STARCONV_CALIBRATION")
+                                                         : "starconv-calibration.txt";
+    struct sc_calib *c = NULL;
+    struct sc_plan *p = NULL;
+    struct sc_plan_opts po = {rt->size, o->batch, rt->ncpu, o->mem_limit, NULL, NULL};
+    char how[512];
+    snprintf(how, sizeof how, "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s",
+             rt->size, o->model, o->batch, rt->ncpu, path);
+    int err = sc_calib_load(path, &c);
+    if (err == SC_ERR_IO && access(path, F_OK))
+        err = sc_error(err, "--parallel auto: no calibration %s: make one with `%s`", path, how);
+    else if (err)
+        err = sc_error(err, "--parallel auto: %s", sc_last_error());
+    if (!err && (err = sc_plan_make(net, c, &po, &p)) == SC_ERR_PARSE)
+        err = sc_error(err, "--parallel auto: %s: %s; extend it with `%s`", path, sc_last_error(), how);
+    if (!err && !(o->parallel_auto = malloc(8192)))
+        err = sc_error(SC_ERR_NOMEM, "out of memory");
+    if (!err) {
+        sc_plan_parallel_spec(net, p, o->parallel_auto, 8192);
+        o->comm.parallel = o->parallel_auto;
+        if (!o->grad_comm_given)
+            err = sc_comm_opts_parse_grad(p->grad_comm, &o->comm);
+        if (rt->rank == 0) {
+            printf("--parallel auto (calibration %s): predicted %.3f ms per iteration\n", path, 1e3 * p->time);
+            sc_plan_print(stdout, net, p);
+            printf("plan: --parallel %s --grad-comm %s\n", o->parallel_auto,
+                   o->grad_comm_given ? "(as given)" : p->grad_comm);
+            fflush(stdout);
+        }
+    }
+    sc_plan_free(p);
+    sc_calib_free(c);
     return err;
 }
 

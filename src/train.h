@@ -64,6 +64,9 @@ struct sc_train_opts {
     int report_memory;     /* print each rank's memory */
     int report_comm;       /* print each rank's gradient-reduction bytes at the end */
     double mem_limit;      /* bytes per rank; 0: none */
+    const char *calibration; /* --parallel auto's calibration file (NULL: the default) */
+    int grad_comm_given;   /* --grad-comm was given (auto leaves it alone) */
+    char *parallel_auto;   /* the plan --parallel auto took (comm.parallel points to it) */
 };
 
 void sc_train_opts_default(struct sc_train_opts *o);
@@ -73,6 +76,13 @@ struct sc_data_order sc_train_data_order(const struct sc_train_opts *o, const st
  * SC_ERR_ARG naming the option that differs. */
 int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset *train,
                           const struct sc_checkpoint *ck);
+
+/* --parallel auto, collective: plan net for rt's ranks and workers and
+ * o's batch from the calibration (src/plan.h), and take the plan as the
+ * per-layer --parallel list (and its --grad-comm unless o has one); rank 0
+ * prints it.  SC_ERR_IO or SC_ERR_PARSE, saying how to make one, when the
+ * calibration is missing or lacks what the model needs. */
+int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct sc_net *net);
 
 /* The loop: epochs of iterations, progress and metrics on rank 0, test
  * accuracy after each epoch, checkpoints (every save_every iterations and at

@@ -97,7 +97,14 @@ static const char usage[] =
     "                       other layers split channels under either; fully connected\n"
     "                       and softmax layers stay sample parallel (and the first layer\n"
     "                       takes f for c), and the data is redistributed between\n"
-    "                       layers split differently\n"
+    "                       layers split differently.  A per-layer list, as\n"
+    "                       starconv-plan prints it: conv1=f2,conv2=c2 (layers not\n"
+    "                       named: n<ranks>).  auto: the planner's choice for this\n"
+    "                       model, rank count, workers and batch, from --calibration\n"
+    "                       (also its --grad-comm, unless given); rank 0 prints it\n"
+    "  --calibration FILE   what --parallel auto plans from (default\n"
+    "                       starconv-calibration.txt or $STARCONV_CALIBRATION; made by\n"
+    "                       mpirun -np P starconv-plan calibrate --model M --batch B)\n"
     "  --report-memory      print each rank's bytes for activations, parameters and\n"
     "                       workspaces (all allocated at setup: starconv's peak)\n"
     "  --report-comm        at the end, print the bytes each rank sent for the gradient\n"
@@ -214,6 +221,7 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         {"comm-window", required_argument, 0, 'K'},
         {"comm-segment", required_argument, 0, 'J'},
         {"comm-direct", required_argument, 0, 1002},
+        {"calibration", required_argument, 0, 1003},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -258,7 +266,8 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
                 err = sc_error(SC_ERR_ARG, "--sched: unknown scheduling policy '%s' (valid: %s)", optarg,
                                sc_runtime_policies());
             break;
-        case 'g': err = sc_comm_opts_parse_grad(optarg, &o->comm); break;
+        case 'g': err = sc_comm_opts_parse_grad(optarg, &o->comm), o->grad_comm_given = 1; break;
+        case 1003: o->calibration = optarg; break;
         case 'F': err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
         case 'P': err = parse_onoff(name, optarg, &o->comm.priorities); break;
         case 'K':
@@ -434,8 +443,9 @@ int main(int argc, char **argv)
         return fail(err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1, sc_last_error());
     int status = 0;
     if ((err = sc_train_check_ranks(&o, &rt, &train, &test, net, ck)) ||
+        (o.comm.parallel && !strcmp(o.comm.parallel, "auto") && (err = sc_train_plan(&o, &rt, net))) ||
         (err = sc_net_setup(net, &rt, o.batch, o.seed, &o.comm))) {
-        status = err == SC_ERR_ARG ? EXIT_BAD_INPUT : 1;
+        status = err == SC_ERR_ARG || err == SC_ERR_PARSE || err == SC_ERR_IO ? EXIT_BAD_INPUT : 1;
     } else {
         if (rt.rank == 0)
             SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s",
@@ -451,6 +461,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "starconv-train: %s\n", sc_last_error());
     sc_checkpoint_free(net, ck);
     sc_net_destroy(net);
+    free(o.parallel_auto);
     sc_runtime_shutdown(&rt);
     sc_dataset_free(&train);
     sc_dataset_free(&test);

@@ -1,0 +1,446 @@
+/* The measurements of `starconv-plan calibrate` (calibrate.h): the
+ * machine's memory bandwidth, the library kernels the planner's model
+ * looks up, and the runtime's task and communication costs. */
+#include "calibrate.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <omp.h>
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/rng.h"
+#include "codelets/codelets.h"
+#include "codelets/kernels.h"
+#include "net.h"
+#include "tasks/tasks.h"
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of t[0..n) (sorts t); n >= 1. */
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* ---- the machine ---- */
+
+/* The CPU's model name from /proc/cpuinfo ("model name: ..."), else the
+ * architecture (some ARM kernels give no model name). */
+static void cpu_model(char *buf, size_t len)
+{
+    char line[512];
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && !buf[0] && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !colon)
+            continue;
+        char *s = colon + 1, *e = s + strlen(s);
+        while (*s == ' ' || *s == '\t')
+            s++;
+        while (e > s && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        snprintf(buf, len, "%.*s", (int)(e - s), s);
+    }
+    if (f)
+        fclose(f);
+    struct utsname u;
+    if (!buf[0])
+        snprintf(buf, len, "%s", uname(&u) == 0 ? u.machine : "unknown CPU");
+}
+
+/* 64 MiB per array: far beyond any cache, so each pass streams memory. */
+#define STREAM_FLOATS ((size_t)16 << 20)
+#define STREAM_PASSES 7
+
+int sc_calibrate_machine(struct sc_calib *c)
+{
+    char model[96];
+    cpu_model(model, sizeof model);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    c->cores = cores > 0 ? (int)cores : 1;
+    snprintf(c->machine, sizeof c->machine, "%s, %d cores", model, c->cores);
+
+    size_t bytes = STREAM_FLOATS * sizeof(float);
+    float *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+    if (!a || !b) {
+        free(a), free(b);
+        return sc_error(SC_ERR_NOMEM, "out of memory for the memory bandwidth test (2 x %zu MiB)", bytes >> 20);
+    }
+    for (size_t i = 0; i < STREAM_FLOATS; i++) /* also maps the pages before the first timed pass */
+        a[i] = b[i] = (float)(i & 1023);
+    /* One read and one write per float, as a layer without a library
+     * kernel (batch normalization, ReLU, adds) streams its tensors. */
+    double t[STREAM_PASSES];
+    volatile float sink = 0;
+    for (int p = 0; p < STREAM_PASSES; p++) {
+        double t0 = now();
+        for (size_t i = 0; i < STREAM_FLOATS; i++)
+            b[i] = a[i] * 0.5f + 1.0f;
+        t[p] = now() - t0;
+        sink += b[(size_t)p * 4099 % STREAM_FLOATS]; /* so that the passes are not optimized away */
+    }
+    (void)sink;
+    free(a), free(b);
+    c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
+    return 0;
+}
+
+/* ---- the kernels ---- */
+
+/* The buffers of one kernel's timing: its inputs, outputs and parameters,
+ * and their gradients. */
+enum { B_X, B_Y, B_W, B_DX, B_DW, NBUF };
+
+struct compute {
+    struct sc_calib *c;
+    struct sc_kernel_worker *kw;
+    int reps, total, done;
+    FILE *progress;
+    double *t; /* reps times */
+    float *buf[NBUF];
+    size_t cap[NBUF]; /* floats */
+};
+
+/* Buffer i of at least n floats, filled with small random values (inputs
+ * that are neither zeros nor denormals, which some kernels take faster). */
+static int grow(struct compute *k, int i, size_t n)
+{
+    if (n <= k->cap[i])
+        return 0;
+    free(k->buf[i]);
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    if (!(k->buf[i] = aligned_alloc(64, bytes))) {
+        k->cap[i] = 0;
+        return sc_error(SC_ERR_NOMEM, "out of memory for a kernel's buffers (%zu bytes)", bytes);
+    }
+    for (size_t j = 0; j < n; j++)
+        k->buf[i][j] = (float)((double)(sc_splitmix64(j * NBUF + (uint64_t)i) >> 40) * 0x1p-24 - 0.5) * 0.1f;
+    k->cap[i] = n;
+    return 0;
+}
+
+/* The buffers w's kernels need; *nops: how many of forward, backward data
+ * and backward filter it has. */
+static int prepare(struct compute *k, const struct sc_layer_work *w, int *nops)
+{
+    size_t n[NBUF] = {0};
+    if (w->kind == SC_WORK_CONV) {
+        const struct sc_conv_args *a = &w->conv;
+        n[B_X] = n[B_DX] = (size_t)a->n * a->c * a->h * a->w;
+        n[B_Y] = (size_t)a->n * a->f * a->oh * a->ow;
+        n[B_W] = n[B_DW] = (size_t)a->f * a->c * a->kh * a->kw + (size_t)a->f;
+        *nops = 3;
+    } else if (w->kind == SC_WORK_POOL) {
+        const struct sc_pool_args *a = &w->pool;
+        n[B_X] = n[B_DX] = (size_t)a->n * a->c * a->h * a->w;
+        n[B_Y] = (size_t)a->n * a->c * a->oh * a->ow;
+        n[B_W] = (sc_pool_workspace_bytes(a) + sizeof(float) - 1) / sizeof(float); /* the workspace */
+        *nops = 2;
+    } else {
+        const struct sc_fc_args *a = &w->fc;
+        n[B_X] = n[B_DX] = (size_t)a->n * a->in;
+        n[B_Y] = (size_t)a->n * a->out;
+        n[B_W] = n[B_DW] = (size_t)a->out * a->in + (size_t)a->out;
+        *nops = 3;
+    }
+    int err = 0;
+    for (int i = 0; i < NBUF && !err; i++)
+        err = grow(k, i, n[i] ? n[i] : 1);
+    return err;
+}
+
+/* One call of w's kernel: op 0 forward, 1 backward data, 2 backward
+ * filter, with the arguments its codelet gives it (codelets/cl_*.c). */
+static void run(struct compute *k, const struct sc_layer_work *w, int op)
+{
+    float **b = k->buf;
+    if (w->kind == SC_WORK_CONV) {
+        const struct sc_conv_args *a = &w->conv;
+        size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
+        if (op == 0)
+            sc_conv_compute(k->kw, 0, a, b[B_X], b[B_W], b[B_Y], b[B_W] + nw);
+        else if (op == 1)
+            sc_conv_compute(k->kw, 1, a, b[B_Y], b[B_W], b[B_DX], NULL);
+        else
+            sc_conv_compute(k->kw, 2, a, b[B_X], b[B_Y], b[B_DW], b[B_DW] + nw);
+    } else if (w->kind == SC_WORK_POOL) {
+        if (op == 0)
+            sc_pool_compute(k->kw, 0, &w->pool, b[B_X], b[B_Y], b[B_W]);
+        else
+            sc_pool_compute(k->kw, 1, &w->pool, b[B_Y], b[B_DX], b[B_W]);
+    } else {
+        if (op == 0)
+            sc_fc_compute(0, &w->fc, b[B_X], b[B_W], b[B_Y]);
+        else if (op == 1)
+            sc_fc_compute(1, &w->fc, b[B_Y], b[B_W], b[B_DX]);
+        else
+            sc_fc_compute(2, &w->fc, b[B_X], b[B_Y], b[B_DW]);
+    }
+}
+
+/* The median of reps calls, after one that builds the kernel's primitives
+ * and brings its data into the caches, as in training's steady state. */
+static double time_op(struct compute *k, const struct sc_layer_work *w, int op)
+{
+    run(k, w, op);
+    for (int r = 0; r < k->reps; r++) {
+        double t0 = now();
+        run(k, w, op);
+        k->t[r] = now() - t0;
+    }
+    return median(k->t, k->reps);
+}
+
+static int is_new(const struct compute *k, const struct sc_layer_work *w, const char *key)
+{
+    return w->kind != SC_WORK_STREAM && key[0] && !sc_calib_find(k->c, key);
+}
+
+static int count_new(void *ctx, const struct sc_layer_work *w, const char *key)
+{
+    struct compute *k = ctx;
+    k->total += is_new(k, w, key);
+    return 0;
+}
+
+static int time_new(void *ctx, const struct sc_layer_work *w, const char *key)
+{
+    struct compute *k = ctx;
+    if (!is_new(k, w, key))
+        return 0;
+    double t[3] = {0, 0, 0};
+    int nops, err = prepare(k, w, &nops);
+    for (int op = 0; op < nops && !err; op++)
+        t[op] = time_op(k, w, op);
+    if (!err)
+        err = sc_calib_add_kernel(k->c, key, t[0], t[1], t[2]);
+    k->done++;
+    if (!err && k->progress && (k->done % 10 == 0 || k->done == k->total)) {
+        fprintf(k->progress, "calibrate: %d/%d kernels\n", k->done, k->total);
+        fflush(k->progress);
+    }
+    return err;
+}
+
+int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
+                         FILE *progress)
+{
+    if (reps < 1)
+        return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+    struct compute k = {.c = c, .reps = reps, .progress = progress};
+    int err = sc_plan_kernels(net, o, count_new, &k);
+    if (err || !k.total)
+        return err;
+    if (!(k.t = malloc((size_t)reps * sizeof *k.t)) || !(k.kw = sc_kernel_worker_create())) {
+        free(k.t);
+        return sc_error(SC_ERR_NOMEM, "out of memory for the kernels' timing");
+    }
+    /* As a StarPU CPU worker runs them (codelets/cl_common.c): one thread
+     * each, StarPU's workers being the parallelism.  OpenMP's count is the
+     * calling thread's, OpenBLAS's the process's; both are put back. */
+    int omp_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#ifdef OPENBLAS_VERSION
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#endif
+    err = sc_plan_kernels(net, o, time_new, &k);
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(blas_threads);
+#endif
+    omp_set_num_threads(omp_threads);
+    /* On this thread: oneDNN's per-thread scratchpad is released by the
+     * thread that took it (codelets/kernels.h). */
+    sc_kernel_worker_destroy(k.kw);
+    for (int i = 0; i < NBUF; i++)
+        free(k.buf[i]);
+    free(k.t);
+    return err;
+}
+
+/* ---- the runtime: tasks, messages, allreduce ---- */
+
+#define WARM       3   /* unmeasured repetitions before each timing */
+#define TASK_CHAIN 200 /* tasks per timed chain */
+#define P2P_SMALL  8   /* bytes: the latency */
+#define P2P_LARGE  (4 << 20)
+
+/* Seconds per task of a chain of TASK_CHAIN zeroings of one small vector
+ * (each waits for the one before: what the chain of a layer's tasks
+ * pays), the median of reps chains, averaged over the ranks. */
+static int time_tasks(struct sc_runtime *rt, int reps, double *t, double *out)
+{
+    starpu_data_handle_t h = NULL;
+    float *mem = NULL;
+    int err = sc_vector_new(&h, (void **)&mem, 16, sizeof(float));
+    for (int r = -WARM; r < reps && !err; r++) {
+        double t0 = now();
+        for (int i = 0; i < TASK_CHAIN && !err; i++)
+            err = sc_insert_zero(NULL, h, "calibrate.task");
+        sc_tasks_wait_data(h);
+        if (r >= 0)
+            t[r] = (now() - t0) / TASK_CHAIN;
+    }
+    sc_vector_free(h, mem);
+    double mine = err ? 0 : median(t, reps);
+    MPI_Allreduce(&mine, out, 1, MPI_DOUBLE, MPI_SUM, rt->ctl);
+    *out /= rt->size;
+    return sc_runtime_agree(rt, err);
+}
+
+/* Half the round trip of a vector of bytes between ranks 0 and 1 through
+ * StarPU-MPI, the median of reps, on every rank. */
+static int time_pingpong(struct sc_runtime *rt, size_t bytes, int reps, double *t, double *out)
+{
+    starpu_data_handle_t h = NULL;
+    float *mem = NULL;
+    int64_t tag = sc_tags_reserve(1); /* every rank alike, as plans reserve theirs */
+    int err = sc_runtime_agree(rt, sc_vector_new(&h, (void **)&mem, bytes / sizeof(float), sizeof(float)));
+    if (err) {
+        sc_vector_free(h, mem);
+        return err;
+    }
+    for (int r = -WARM; r < reps && !err; r++) {
+        double t0 = now();
+        if (rt->rank == 0)
+            err = starpu_mpi_send(h, 1, tag, rt->comm) || starpu_mpi_recv(h, 1, tag, rt->comm, MPI_STATUS_IGNORE);
+        else if (rt->rank == 1)
+            err = starpu_mpi_recv(h, 0, tag, rt->comm, MPI_STATUS_IGNORE) || starpu_mpi_send(h, 0, tag, rt->comm);
+        if (r >= 0)
+            t[r] = (now() - t0) / 2;
+    }
+    if (err)
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: a StarPU-MPI ping-pong of %zu bytes failed", bytes);
+    sc_vector_free(h, mem);
+    *out = rt->rank == 0 ? median(t, reps) : 0;
+    MPI_Bcast(out, 1, MPI_DOUBLE, 0, rt->ctl);
+    return sc_runtime_agree(rt, err);
+}
+
+/* The ring allreduce of a vector of bytes over the groups of g consecutive
+ * ranks, all at once, with the options training gives its buckets
+ * (src/net_plan.c): submission to the moment the vector can be read, the
+ * slowest rank's, the median of reps. */
+static int time_allreduce(struct sc_runtime *rt, int g, size_t bytes, int reps, double *t, double *out)
+{
+    struct sc_comm_opts co;
+    sc_comm_opts_default(&co);
+    int members[g];
+    for (int i = 0; i < g; i++)
+        members[i] = rt->rank / g * g + i;
+    struct sc_ring_opts ro = {(size_t)co.segment_kb << 10, co.window, g < rt->size ? members : NULL, g, co.direct_kb};
+    starpu_data_handle_t h = NULL;
+    float *mem = NULL; /* zeros, which their sums keep finite however many repetitions */
+    struct sc_ring *ring = NULL;
+    int err = sc_runtime_agree(rt, sc_vector_new(&h, (void **)&mem, bytes / sizeof(float), sizeof(float)));
+    if (err) {
+        sc_vector_free(h, mem);
+        return err;
+    }
+    if (!(err = sc_runtime_agree(rt, sc_ring_create(&ring, h, rt->comm, &ro, "calibrate")))) {
+        for (int r = -WARM; r < reps && !err; r++) {
+            /* Together, as the ranks of a training step reach their
+             * gradients' collectives; two steps, as bench/allreduce.c has
+             * them: straight after one (the agreement), the ranks' threads
+             * had not settled, and 4 KiB took 0.15-0.2 ms against 0.03-0.08
+             * (2 ranks on 2 cores). */
+            if ((err = sc_runtime_agree(rt, err)))
+                break;
+            MPI_Barrier(rt->ctl);
+            double t0 = now();
+            err = sc_ring_allreduce_submit(ring, NULL);
+            sc_tasks_wait_data(h);
+            if (r >= 0)
+                t[r] = now() - t0;
+        }
+        sc_tasks_wait_all(rt->comm);
+    }
+    if ((err = sc_runtime_agree(rt, err)) == 0) {
+        MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, rt->ctl);
+        *out = median(t, reps);
+    }
+    if (ring)
+        sc_ring_destroy(ring);
+    sc_vector_free(h, mem);
+    return err;
+}
+
+static void say(FILE *progress, const struct sc_runtime *rt, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(FILE *progress, const struct sc_runtime *rt, const char *fmt, ...)
+{
+    if (!progress || rt->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("calibrate: ", progress);
+    vfprintf(progress, fmt, ap);
+    fputc('\n', progress);
+    va_end(ap);
+    fflush(progress);
+}
+
+static int comm_p2p(struct sc_calib *c, struct sc_runtime *rt, int reps, double *t, FILE *progress)
+{
+    double small, large;
+    int err = time_pingpong(rt, P2P_SMALL, reps, t, &small);
+    if (!err)
+        err = time_pingpong(rt, P2P_LARGE, reps, t, &large);
+    if (err)
+        return err;
+    c->p2p_alpha = small;
+    /* Noise can make the large message look no slower than the small one;
+     * a negative cost per byte would mean nothing. */
+    c->p2p_beta = large > small ? (large - small) / (P2P_LARGE - P2P_SMALL) : 0;
+    say(progress, rt, "p2p %.1f us + %.3f ns/byte (%.2f GB/s)", c->p2p_alpha * 1e6, c->p2p_beta * 1e9,
+        c->p2p_beta > 0 ? 1e-9 / c->p2p_beta : 0.0);
+    return 0;
+}
+
+int sc_calibrate_comm(struct sc_calib *c, struct sc_runtime *rt, int reps, FILE *progress)
+{
+    static const size_t sizes[] = {4 << 10, 64 << 10, 1 << 20, 8 << 20};
+    if (reps < 1)
+        return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+    double *t = malloc((size_t)reps * sizeof *t);
+    int err = sc_runtime_agree(rt, t ? 0 : sc_error(SC_ERR_NOMEM, "out of memory"));
+    if (!err && !(err = time_tasks(rt, reps, t, &c->task)))
+        say(progress, rt, "task overhead %.1f us", c->task * 1e6);
+    if (!err && rt->size > 1)
+        err = comm_p2p(c, rt, reps, t, progress);
+    for (int g = 2; g <= rt->size && !err; g++) {
+        if (rt->size % g)
+            continue;
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !err; i++) {
+            double s;
+            if (!(err = time_allreduce(rt, g, sizes[i], reps, t, &s)))
+                err = sc_runtime_agree(rt, sc_calib_add_allreduce(c, g, (double)sizes[i], s));
+            if (!err)
+                say(progress, rt, "allreduce over %d ranks, %zu KiB: %.3f ms", g, sizes[i] >> 10, s * 1e3);
+        }
+    }
+    free(t);
+    return err;
+}

@@ -1,0 +1,38 @@
+/* The measurements behind a calibration (src/calib.h): what
+ * `starconv-plan calibrate` runs.  Each fills its part of c and returns 0
+ * or a negative SC_ERR_*. */
+#ifndef SC_CALIBRATE_H
+#define SC_CALIBRATE_H
+
+#include <stdio.h>
+
+#include "calib.h"
+#include "plan.h"
+#include "runtime.h"
+
+/* The machine: its name (CPU model and "N cores"), its online cores, and
+ * stream, the bytes per second (read plus written) one thread copies
+ * between two arrays much larger than the caches.  No StarPU, no MPI. */
+int sc_calibrate_machine(struct sc_calib *c);
+
+/* Times every kernel the model of net under o may look up
+ * (sc_plan_kernels) that c does not hold yet: forward, backward data and
+ * backward filter, each the median of reps calls after one to warm up, on
+ * the calling thread with oneDNN and OpenBLAS single-threaded, as a StarPU
+ * CPU worker runs them.  One line per 10 kernels on progress (NULL:
+ * none).  Needs neither StarPU nor MPI. */
+int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
+                         FILE *progress);
+
+/* Collective over the ranks of rt (sc_runtime_init), results on every
+ * rank: task, the overhead of a task (a chain of small ones); with 2 ranks
+ * or more, p2p_alpha and p2p_beta (StarPU-MPI ping-pong of 8 bytes and 4
+ * MiB between ranks 0 and 1), and the ring allreduce as training runs it
+ * (segments, window and direct path of the defaults) at 4 KiB, 64 KiB,
+ * 1 MiB and 8 MiB, for every group size g >= 2 dividing the rank count,
+ * all groups of g consecutive ranks at once; on 1 rank p2p_alpha stays
+ * -1.  Medians of reps; progress (NULL: none; rank 0 writes) gets a
+ * line per measurement. */
+int sc_calibrate_comm(struct sc_calib *c, struct sc_runtime *rt, int reps, FILE *progress);
+
+#endif

@@ -1,0 +1,992 @@
+/* The planner's performance model and search (see plan.h). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/layout.h"
+#include "base/spgraph.h"
+#include "plan.h"
+
+#define MAXP 1024
+
+/* ---- candidates: grids whose extents multiply to P ---- */
+
+/* Every grid of P ranks, in a fixed order (n first, so that ties go to
+ * sample parallelism). */
+static int all_grids(int P, struct sc_grid *out, int cap)
+{
+    int n = 0;
+    for (int gn = P; gn >= 1; gn--) {
+        if (P % gn)
+            continue;
+        for (int gc = 1; gc <= P / gn; gc++) {
+            if ((P / gn) % gc)
+                continue;
+            for (int gf = 1; gf <= P / gn / gc; gf++) {
+                if ((P / gn / gc) % gf)
+                    continue;
+                for (int gh = 1; gh <= P / gn / gc / gf; gh++) {
+                    int rest = P / gn / gc / gf;
+                    if (rest % gh)
+                        continue;
+                    if (n == cap)
+                        return n;
+                    struct sc_grid *g = &out[n++];
+                    g->extent[SC_DIM_N] = gn;
+                    g->extent[SC_DIM_C] = gc;
+                    g->extent[SC_DIM_F] = gf;
+                    g->extent[SC_DIM_H] = gh;
+                    g->extent[SC_DIM_W] = rest / gh;
+                    g->size = P;
+                }
+            }
+        }
+    }
+    return n;
+}
+
+static int ext(const struct sc_grid *g, enum sc_dim d)
+{
+    return g->extent[d];
+}
+
+/* The layouts of layer l's input and output under g, as src/net_plan.c
+ * makes them (plan_layouts; tiles do not matter to volumes). */
+static struct sc_layout layout_in(const struct sc_layer *l, const struct sc_grid *g, int batch)
+{
+    return (struct sc_layout){*g, batch, l->in.h, l->in.w, 1, l->in.c, l->mixes_channels ? SC_CDIMS_C : SC_CDIMS_CF};
+}
+static struct sc_layout layout_out(const struct sc_layer *l, const struct sc_grid *g, int batch)
+{
+    return (struct sc_layout){*g, batch, l->out.h, l->out.w, 1, l->out.c, SC_CDIMS_CF};
+}
+
+/* Whether the network can run layer l under g (what choose_grid and
+ * plan_channels of src/net_plan.c accept). */
+static int grid_valid(const struct sc_layer *l, const struct sc_grid *g, int batch)
+{
+    int gn = ext(g, SC_DIM_N), gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F);
+    int gh = ext(g, SC_DIM_H), gw = ext(g, SC_DIM_W);
+    if (batch % gn)
+        return 0;
+    if (gc * gf > 1 && !l->ops->split_channels)
+        return 0;
+    if (gh * gw > 1 && (l->whole_sample || l->out.h < gh || l->out.w < gw || l->in.h < gh || l->in.w < gw))
+        return 0;
+    struct sc_layout in = layout_in(l, g, batch), out = layout_out(l, g, batch);
+    int pin = sc_layout_channel_parts(&in), pout = sc_layout_channel_parts(&out);
+    if (l->src[0] < 0 && pin > 1)
+        return 0;
+    return l->in.c % pin == 0 && l->out.c % pout == 0;
+}
+
+/* ---- the model of one layer under one grid ---- */
+
+struct cand {
+    struct sc_grid g;
+    double fwd, bwd;             /* compute, with halo and channel collectives */
+    double compute, halo, channels;
+    double ar_time, ar_bytes;    /* the gradient allreduce, unhidden */
+    int group;                   /* ranks it runs over */
+    double update, memory;
+};
+
+struct model {
+    const struct sc_net *net;
+    const struct sc_calib *c;
+    int P, B, W;
+    double oversub;  /* ranks x workers over cores */
+    const char *missing_layer;
+};
+
+struct exch {
+    double seconds; /* the slowest rank's */
+    double bytes;   /* the busiest rank's */
+};
+
+static double p2p(const struct model *m, int msgs, double bytes)
+{
+    return msgs * m->c->p2p_alpha + bytes * m->c->p2p_beta;
+}
+
+/* Ranks that stand for all of a grid: its first, its middle and its last
+ * along every dimension (an edge rank has one neighbour, a middle one
+ * two), so that the model costs O(sum of extents), not O(P^2), per
+ * exchange and plans for 1024 ranks stay quick. */
+static int representatives(const struct sc_grid *g, int out[3])
+{
+    int c[3][SC_NDIMS], n = 0;
+    for (int d = 0; d < SC_NDIMS; d++)
+        c[0][d] = 0, c[1][d] = g->extent[d] / 2, c[2][d] = g->extent[d] - 1;
+    for (int k = 0; k < 3; k++) {
+        int r = sc_grid_rank(g, c[k]), dup = 0;
+        for (int i = 0; i < n; i++)
+            dup |= out[i] == r;
+        if (!dup)
+            out[n++] = r;
+    }
+    return n;
+}
+
+static int overlap(int a0, int an, int b0, int bn)
+{
+    int lo = a0 > b0 ? a0 : b0, hi = a0 + an < b0 + bn ? a0 + an : b0 + bn;
+    return hi > lo ? hi - lo : 0;
+}
+
+/* Along one dimension of L's grid (extent e) splitting n elements: the
+ * elements of [w0, w0 + wn) its coordinates hold, summed (*sum), how many
+ * coordinates hold some (*count), and what coordinate own holds (*mine). */
+static void along(int n, int e, int w0, int wn, int own, double *sum, int *count, double *mine)
+{
+    *sum = *mine = 0, *count = 0;
+    for (int k = 0; k < e; k++) {
+        int f, c;
+        sc_block_range(n, e, k, &f, &c);
+        int o = overlap(f, c, w0, wn);
+        *sum += o, *count += o > 0;
+        if (k == own)
+            *mine = o;
+    }
+}
+
+/* The channels of L held at coordinates (cc, ff) along C and F. */
+static void channels_at(const struct sc_layout *L, int cc, int ff, int *ch0, int *nch)
+{
+    int coords[SC_NDIMS] = {0};
+    coords[SC_DIM_C] = cc, coords[SC_DIM_F] = ff;
+    sc_layout_channels(L, sc_grid_rank(&L->grid, coords), ch0, nch);
+}
+
+/* Moving a tensor from layout src to layout dst (the same tensor), as
+ * sc_fetch does: every rank receives the parts of its block it does not
+ * hold, from one replica of src (copy: the one with the receiver's
+ * coordinates along src's replicated dimensions) or from every replica
+ * (partial sums, summed on arrival); the pieces are packed by a task at
+ * each sender and copied or summed into place by one at the receiver.  A
+ * layout is a product of block distributions (samples over N, rows over
+ * H, columns over W, channel parts over C and F), so the pieces' volume
+ * is a product of sums along each. */
+static struct exch exchange(const struct model *m, const struct sc_layout *src, const struct sc_layout *dst, int copy)
+{
+    struct exch e = {0, 0};
+    if (sc_layout_equal(src, dst))
+        return e;
+    unsigned rep = copy ? sc_layout_replicated(src) : 0;
+    const struct sc_grid *g = &src->grid;
+    int reps[3], nrep = representatives(&dst->grid, reps);
+    for (int i = 0; i < nrep; i++) {
+        int r = reps[i], cs[SC_NDIMS], s0, sn, c0, cn;
+        sc_grid_coords(g, r, cs);
+        sc_layout_rank_samples(dst, r, &s0, &sn);
+        struct sc_box need = sc_layout_box(dst, r);
+        sc_layout_channels(dst, r, &c0, &cn);
+        double S[4], own[4];
+        int cnt[4];
+        along(src->batch, ext(g, SC_DIM_N), s0, sn, cs[SC_DIM_N], &S[0], &cnt[0], &own[0]);
+        along(src->h, ext(g, SC_DIM_H), need.r0, need.r1 - need.r0, cs[SC_DIM_H], &S[1], &cnt[1], &own[1]);
+        along(src->w, ext(g, SC_DIM_W), need.c0, need.c1 - need.c0, cs[SC_DIM_W], &S[2], &cnt[2], &own[2]);
+        S[3] = own[3] = 0, cnt[3] = 0;
+        for (int cc = 0; cc < ext(g, SC_DIM_C); cc++)
+            for (int ff = 0; ff < ext(g, SC_DIM_F); ff++) {
+                if (((rep & SC_CDIMS_C) && cc != cs[SC_DIM_C]) || ((rep & SC_CDIMS_F) && ff != cs[SC_DIM_F]))
+                    continue;
+                int h0, hn;
+                channels_at(src, cc, ff, &h0, &hn);
+                int o = overlap(h0, hn, c0, cn);
+                S[3] += o, cnt[3] += o > 0;
+                if (cc == cs[SC_DIM_C] && ff == cs[SC_DIM_F])
+                    own[3] = o;
+            }
+        double mine = own[0] * own[1] * own[2] * own[3];
+        double bytes = 4 * (S[0] * S[1] * S[2] * S[3] - mine);
+        int msgs = cnt[0] * cnt[1] * cnt[2] * cnt[3] - (mine > 0);
+        double assembled = 4.0 * sn * sc_box_area(need) * cn;
+        double t = p2p(m, msgs, bytes) + (msgs + 1) * m->c->task + (bytes + assembled) / m->c->stream;
+        if (t > e.seconds)
+            e.seconds = t;
+        if (bytes > e.bytes)
+            e.bytes = bytes;
+    }
+    return e;
+}
+
+/* The rank's block of layer l under g: samples per tile, channels and
+ * rows x columns (those of a middle rank: the most halo). */
+struct block {
+    int nr, nt, tiles, cin, cout;
+    struct sc_box ib, ob;
+};
+static struct block block_of(int B, int W, const struct sc_layer *l, const struct sc_grid *g)
+{
+    struct block b;
+    struct sc_layout in = layout_in(l, g, B), out = layout_out(l, g, B);
+    int gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F), reps[3];
+    b.nr = B / ext(g, SC_DIM_N);
+    b.tiles = b.nr < W ? b.nr : W;
+    b.nt = (b.nr + b.tiles - 1) / b.tiles;
+    b.cin = l->in.c / sc_layout_channel_parts(&in);
+    b.cout = l->mixes_channels ? l->out.c / gf : l->out.c / (gc * gf);
+    int r = reps[representatives(g, reps) > 1 ? 1 : 0];
+    b.ib = sc_layout_box(&in, r);
+    b.ob = sc_layout_box(&out, r);
+    return b;
+}
+
+static int rows(struct sc_box b)
+{
+    return b.r1 - b.r0;
+}
+static int cols(struct sc_box b)
+{
+    return b.c1 - b.c0;
+}
+
+/* The input window of outputs [o0, o1) along w, clipped to the image:
+ * its length and the padding before it. */
+static void window(const struct sc_window *w, int o0, int o1, int *len, int *pad)
+{
+    int lo = sc_window_lo(w, o0), hi = sc_window_hi(w, o1 - 1);
+    int clo = lo < 0 ? 0 : lo, chi = hi > w->n ? w->n : hi;
+    *len = chi - clo;
+    *pad = clo - lo;
+}
+
+/* The kernels one tile of layer l under g runs, each with the role in
+ * which it runs (forward, backward data, backward filter), and the bytes
+ * its tasks copy around them.  A spatially split layer runs region tasks
+ * (src/layer_region.c, codelets/cl_region.c): forward, the interior of
+ * its output block and up to four boundary strips, each over its input
+ * window; backward data, the same cut of its input block, over the
+ * outputs touching each part (a convolution without padding, pooling with
+ * the image's); backward filter, the whole output block. */
+enum role { FWD, BWD_DATA, BWD_FILTER };
+struct works {
+    int (*fn)(void *ctx, const struct sc_layer_work *w, enum role role);
+    void *ctx;
+    double copied[2]; /* bytes gathered and scattered by region tasks: forward, backward */
+};
+
+static int region_work(struct works *ws, const struct sc_layer *l, const struct block *b, struct sc_box win, int pt,
+                       int pl, struct sc_box out, enum role role)
+{
+    struct sc_layer_work w;
+    l->ops->work(l, b->nt, b->cin, b->cout, rows(win), cols(win), rows(out), cols(out), &w);
+    if (w.kind == SC_WORK_CONV)
+        w.conv.ph = pt, w.conv.pw = pl;
+    else if (w.kind == SC_WORK_POOL)
+        w.pool.ph = pt, w.pool.pw = pl;
+    ws->copied[role != FWD] += 4.0 * b->nt * (b->cin * (double)sc_box_area(win) + b->cout * (double)sc_box_area(out));
+    return ws->fn(ws->ctx, &w, role);
+}
+
+static int cut(struct sc_box block, struct sc_box inner, struct sc_box parts[5])
+{
+    int n = 0;
+    if (!sc_box_empty(inner))
+        parts[n++] = inner;
+    return n + sc_box_minus(block, inner, parts + n);
+}
+
+static int layer_works(const struct sc_layer *l, const struct sc_grid *g, const struct block *b, struct works *ws)
+{
+    int err = 0, first = l->src[0] < 0, conv = l->nparams > 0;
+    if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0) {
+        struct sc_layer_work w;
+        l->ops->work(l, b->nt, b->cin, b->cout, rows(b->ib), cols(b->ib), rows(b->ob), cols(b->ob), &w);
+        if ((err = ws->fn(ws->ctx, &w, FWD)) || (!first && (err = ws->fn(ws->ctx, &w, BWD_DATA))) ||
+            (conv && (err = ws->fn(ws->ctx, &w, BWD_FILTER))))
+            return err;
+        return 0;
+    }
+    const struct sc_window *wr = &l->win_r, *wc = &l->win_c;
+    struct sc_box inner, parts[5], win;
+    int pt, pl;
+    sc_window_interior(wr, b->ob.r0, b->ob.r1, b->ib.r0, b->ib.r1, &inner.r0, &inner.r1);
+    sc_window_interior(wc, b->ob.c0, b->ob.c1, b->ib.c0, b->ib.c1, &inner.c0, &inner.c1);
+    int n = cut(b->ob, inner, parts);
+    for (int i = 0; i < n && !err; i++) {
+        window(wr, parts[i].r0, parts[i].r1, &win.r1, &pt);
+        window(wc, parts[i].c0, parts[i].c1, &win.c1, &pl);
+        win.r0 = win.c0 = 0;
+        err = region_work(ws, l, b, win, pt, pl, parts[i], FWD);
+    }
+    if (!first) {
+        sc_window_interior_bwd(wr, b->ib.r0, b->ib.r1, b->ob.r0, b->ob.r1, &inner.r0, &inner.r1);
+        sc_window_interior_bwd(wc, b->ib.c0, b->ib.c1, b->ob.c0, b->ob.c1, &inner.c0, &inner.c1);
+        n = cut(b->ib, inner, parts);
+        for (int i = 0; i < n && !err; i++) {
+            struct sc_box o = sc_windows_outputs(wr, wc, parts[i]);
+            if (sc_box_empty(o))
+                continue;
+            if (conv) { /* the whole window, unpadded */
+                win = (struct sc_box){0, (rows(o) - 1) * wr->s + wr->k, 0, (cols(o) - 1) * wc->s + wc->k};
+                pt = pl = 0;
+            } else {
+                window(wr, o.r0, o.r1, &win.r1, &pt);
+                window(wc, o.c0, o.c1, &win.c1, &pl);
+                win.r0 = win.c0 = 0;
+            }
+            err = region_work(ws, l, b, win, pt, pl, o, BWD_DATA);
+        }
+    }
+    if (conv && !err) {
+        window(wr, b->ob.r0, b->ob.r1, &win.r1, &pt);
+        window(wc, b->ob.c0, b->ob.c1, &win.c1, &pl);
+        win.r0 = win.c0 = 0;
+        err = region_work(ws, l, b, win, pt, pl, b->ob, BWD_FILTER);
+    }
+    return err;
+}
+
+struct timing {
+    const struct model *m;
+    const struct sc_layer *l;
+    double fwd, bwd;
+    int tasks, relu;
+};
+
+static int add_time(void *ctx, const struct sc_layer_work *w, enum role role)
+{
+    struct timing *t = ctx;
+    char key[SC_CALIB_KEY_LEN];
+    sc_calib_kernel_key(w, key, sizeof key);
+    const struct sc_calib_kernel *k = sc_calib_find(t->m->c, key);
+    if (!k)
+        return sc_error(SC_ERR_PARSE, "the calibration has no time for %s's kernel (%s)", t->l->name, key);
+    t->relu |= w->kind == SC_WORK_CONV && w->conv.relu;
+    if (role == FWD)
+        t->fwd += k->fwd;
+    else
+        t->bwd += role == BWD_DATA ? k->bwd_data : k->bwd_filter;
+    t->tasks++;
+    return 0;
+}
+
+/* The time of one tile of layer l's forward and backward under g, and
+ * how many tasks they take. */
+static int kernel_times(const struct model *m, const struct sc_layer *l, const struct sc_grid *g,
+                        const struct block *b, double *fwd, double *bwd, int *tasks)
+{
+    double in = (double)b->cin * sc_box_area(b->ib), out = (double)b->cout * sc_box_area(b->ob);
+    if (!l->ops->work) {
+        /* Memory-bound layers: read the input, write the output, and in
+         * backward about twice that (batch normalization a half more). */
+        double bytes = 4.0 * b->nt * (in + out);
+        if (l->group_sum_len)
+            bytes *= 1.5;
+        *fwd = bytes / m->c->stream;
+        *bwd = l->dx_is_dy ? 0 : 2 * bytes / m->c->stream;
+        *tasks = l->dx_is_dy ? 1 : 2;
+        return 0;
+    }
+    struct timing t = {m, l, 0, 0, 0, 0};
+    struct works ws = {add_time, &t, {0, 0}};
+    int err = layer_works(l, g, b, &ws);
+    if (err)
+        return err;
+    *fwd = t.fwd + ws.copied[0] / m->c->stream;
+    *bwd = t.bwd + ws.copied[1] / m->c->stream;
+    if (t.relu) /* ReLU's backward: read y and dy, write dy */
+        *bwd += 12.0 * b->nt * out / m->c->stream;
+    *tasks = t.tasks;
+    return 0;
+}
+
+/* Parameters of the rank's share of l under g. */
+static double share_params(const struct sc_layer *l, const struct sc_grid *g)
+{
+    int gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F);
+    if (!l->mixes_channels || l->ntensors < 2)
+        return (double)l->nparams / (gc * gf);
+    return (double)l->tensors[0].count / (gc * gf) + (double)l->tensors[1].count / gf;
+}
+
+/* Halo exchange of x (forward) and dy (backward) of a spatially split
+ * windowed layer, for the busiest rank; what the interior's computation
+ * does not hide.  fwd and bwd: the layer's compute. */
+static void halo(const struct model *m, const struct sc_layer *l, const struct sc_grid *g, const struct block *b,
+                 double fwd, double bwd, double *hf, double *hb)
+{
+    *hf = *hb = 0;
+    if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0)
+        return;
+    struct sc_layout in = layout_in(l, g, m->B), out = layout_out(l, g, m->B);
+    int reps[3], nrep = representatives(g, reps);
+    for (int i = 0; i < nrep; i++) {
+        int r = reps[i];
+        struct sc_box ib = sc_layout_box(&in, r), ob = sc_layout_box(&out, r);
+        struct sc_box need = sc_windows_inputs(&l->win_r, &l->win_c, ob);
+        struct sc_box need_dy = sc_windows_outputs(&l->win_r, &l->win_c, ib);
+        double ax = sc_box_area(need) - sc_box_area(sc_box_intersect(need, ib));
+        double ady = sc_box_area(need_dy) - sc_box_area(sc_box_intersect(need_dy, ob));
+        int nx = (need.r0 < ib.r0) + (need.r1 > ib.r1) + (need.c0 < ib.c0) + (need.c1 > ib.c1);
+        int ndy = (need_dy.r0 < ob.r0) + (need_dy.r1 > ob.r1) + (need_dy.c0 < ob.c0) + (need_dy.c1 > ob.c1);
+        if (nx == 4)
+            nx = 8; /* the corners come from the diagonal neighbours */
+        if (ndy == 4)
+            ndy = 8;
+        /* The interior (outputs whose windows stay in the block) runs
+         * while the halo travels. */
+        int i0, i1, j0, j1;
+        sc_window_interior(&l->win_r, ob.r0, ob.r1, ib.r0, ib.r1, &i0, &i1);
+        sc_window_interior(&l->win_c, ob.c0, ob.c1, ib.c0, ib.c1, &j0, &j1);
+        double inner = sc_box_area(ob) ? (double)(i1 > i0 ? i1 - i0 : 0) * (j1 > j0 ? j1 - j0 : 0) / sc_box_area(ob) : 0;
+        double bx = 4.0 * b->nr * b->cin * ax, bdy = 4.0 * b->nr * b->cout * ady;
+        double tf = p2p(m, nx, bx) + nx * m->c->task + 2 * bx / m->c->stream - inner * fwd;
+        double tb = p2p(m, ndy, bdy) + ndy * m->c->task + 2 * bdy / m->c->stream - inner * bwd;
+        if (tf > *hf)
+            *hf = tf;
+        if (tb > *hb)
+            *hb = tb;
+    }
+}
+
+static int model_candidate(struct model *m, const struct sc_layer *l, const struct sc_grid *g, struct cand *c)
+{
+    memset(c, 0, sizeof *c);
+    c->g = *g;
+    struct block b = block_of(m->B, m->W, l, g);
+    double kf = 0, kb = 0;
+    int err, tasks = 0;
+    if ((err = kernel_times(m, l, g, &b, &kf, &kb, &tasks)))
+        return err;
+    /* Ranks x workers beyond the cores share them; each tile's tasks pay
+     * the runtime's overhead. */
+    double ovh = (double)tasks * b.tiles / m->W * m->c->task;
+    kf = kf * m->oversub + ovh / 2;
+    kb = kb * m->oversub + ovh / 2;
+    c->compute = kf + kb;
+    double hf, hb;
+    halo(m, l, g, &b, kf, kb, &hf, &hb);
+    c->halo = hf + hb;
+    int gc = ext(g, SC_DIM_C);
+    double cf = 0, cb = 0;
+    if (l->mixes_channels && gc > 1) {
+        /* Partial sums over C, reduce-scattered into the output; dy
+         * gathered back (src/net_plan.c, plan_exchanges). */
+        struct sc_layout out = layout_out(l, g, m->B), part = out;
+        part.cdims = SC_CDIMS_F;
+        cf = exchange(m, &part, &out, 0).seconds;
+        cb = exchange(m, &out, &part, 1).seconds;
+    }
+    c->channels = cf + cb;
+    c->fwd = kf + hf + cf;
+    c->bwd = kb + hb + cb;
+    double np = share_params(l, g);
+    c->group = ext(g, SC_DIM_N) * ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
+    c->ar_bytes = 4 * np;
+    if (np > 0 && c->group > 1) {
+        c->ar_time = sc_calib_allreduce(m->c, c->group, c->ar_bytes);
+        if (c->ar_time < 0)
+            return sc_error(SC_ERR_PARSE, "the calibration has no allreduce over %d ranks (%s)", c->group,
+                            "calibrate with as many ranks as you plan for");
+    }
+    /* SGD: read weight, gradient and momentum, write two. */
+    c->update = 20.0 * np / m->c->stream;
+    /* The output and its gradient per sample, partial sums too, and the
+     * weights, momentum, gradient and one partial gradient per tile. */
+    double act = 8.0 * b.nr * b.cout * sc_box_area(b.ob);
+    if (l->mixes_channels && gc > 1)
+        act *= 2;
+    if (l->src[0] < 0)
+        act += 4.0 * b.nr * l->in.c * l->in.h * l->in.w;
+    c->memory = act + 4.0 * np * (3 + b.tiles);
+    return 0;
+}
+
+/* ---- the network as a graph ---- */
+
+struct node {
+    int layer;
+    int ncand;
+    struct cand *cand;
+    double hide; /* backward compute before this layer's gradient is needed:
+                  * what its allreduce can hide behind */
+};
+
+struct graph {
+    int n;
+    struct node *node;
+    int *node_of; /* layer -> node, -1 for aliases */
+};
+
+static int resolve(const struct sc_net *net, int s)
+{
+    while (s >= 0 && net->layers[s].alias)
+        s = net->layers[s].src[0];
+    return s;
+}
+
+static void graph_free(struct graph *G)
+{
+    for (int v = 0; G->node && v < G->n; v++)
+        free(G->node[v].cand);
+    free(G->node);
+    free(G->node_of);
+}
+
+static int build_nodes(struct model *m, const struct sc_plan_opts *o, struct graph *G)
+{
+    const struct sc_net *net = m->net;
+    G->node = calloc(net->nlayers, sizeof *G->node);
+    G->node_of = malloc(net->nlayers * sizeof *G->node_of);
+    if (!G->node || !G->node_of)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    struct sc_grid grids[512], whole;
+    int ng = all_grids(m->P, grids, 512), err;
+    int list = o->grid && strchr(o->grid, '=');
+    if (list && (err = sc_parallel_list_check(net, o->grid)))
+        return err;
+    sc_grid_parse("", m->P, &whole);
+    G->n = 0;
+    for (int li = 0; li < net->nlayers; li++) {
+        const struct sc_layer *l = &net->layers[li];
+        G->node_of[li] = -1;
+        if (l->alias)
+            continue;
+        struct node *v = &G->node[G->n];
+        G->node_of[li] = G->n++;
+        v->layer = li;
+        if (!(v->cand = calloc(ng, sizeof *v->cand)))
+            return sc_error(SC_ERR_NOMEM, "out of memory");
+        /* A grid given for the layer: the cfg's parallel= (kept as it
+         * is), else --parallel's, one grid or a per-layer list, applied as
+         * choose_grid (src/net_plan.c) applies it: the first layer takes
+         * f for c, whole-sample layers take n. */
+        char listed[32];
+        int from_cfg = l->parallel[0] != 0;
+        const char *spec = from_cfg ? l->parallel : o->grid;
+        if (!from_cfg && list)
+            spec = sc_parallel_list_find(o->grid, l->name, listed, sizeof listed) ? listed : "";
+        if (spec) {
+            struct sc_grid g;
+            if ((err = sc_grid_parse(spec, m->P, &g)))
+                return sc_error(err, "%s: %s", l->name, sc_last_error());
+            if (!from_cfg && l->src[0] < 0 && l->mixes_channels && ext(&g, SC_DIM_C) > 1) {
+                g.extent[SC_DIM_F] *= g.extent[SC_DIM_C];
+                g.extent[SC_DIM_C] = 1;
+            }
+            if (!from_cfg && ((ext(&g, SC_DIM_C) * ext(&g, SC_DIM_F) > 1 && !l->ops->split_channels) ||
+                              (ext(&g, SC_DIM_H) * ext(&g, SC_DIM_W) > 1 && l->whole_sample)))
+                g = whole;
+            if (!grid_valid(l, &g, m->B))
+                return sc_error(SC_ERR_ARG, "%s cannot run under %s (batch %d)", l->name, spec, m->B);
+            if ((err = model_candidate(m, l, &g, &v->cand[0])))
+                return err;
+            v->ncand = 1;
+            continue;
+        }
+        for (int k = 0; k < ng; k++)
+            if (grid_valid(l, &grids[k], m->B)) {
+                if ((err = model_candidate(m, l, &grids[k], &v->cand[v->ncand])))
+                    return err;
+                v->ncand++;
+            }
+        if (!v->ncand)
+            return sc_error(SC_ERR_ARG, "%s: no grid of %d ranks splits it (batch %d)", l->name, m->P, m->B);
+    }
+    return 0;
+}
+
+/* The cost of an edge u -> v: the redistribution of u's output into v's
+ * input and of v's input error back; a [shortcut] must read its inputs as
+ * they are (infinite otherwise). */
+static double edge_cost(const struct model *m, const struct sc_layer *lu, const struct cand *a,
+                        const struct sc_layer *lv, const struct cand *b, double *fwd, double *bwd)
+{
+    struct sc_layout out = layout_out(lu, &a->g, m->B), in = layout_in(lv, &b->g, m->B);
+    *fwd = *bwd = 0;
+    if (sc_layout_equal(&out, &in))
+        return 0;
+    if (lv->dx_is_dy)
+        return INFINITY;
+    *fwd = exchange(m, &out, &in, 1).seconds;
+    *bwd = exchange(m, &in, &out, !(lv->mixes_channels && ext(&b->g, SC_DIM_F) > 1)).seconds;
+    return *fwd + *bwd;
+}
+
+/* ---- the iteration's timeline under a gradient-communication policy ---- */
+
+enum policy { POL_LAYER, POL_BUCKET, POL_END };
+static const char *policy_name[] = {"layer", "bucket:25", "end"};
+
+/* Forward, then backward layer by layer from the last; each layer's
+ * gradient allreduce queues on one channel from the moment its gradient
+ * is ready (layer), fills 25 MB buckets in backward order (bucket), or
+ * waits for the whole backward pass (end); the update follows each. */
+static double timeline(const struct model *m, const struct graph *G, const int *choice, const double *efwd,
+                       const double *ebwd, enum policy pol)
+{
+    double t = 0;
+    for (int v = 0; v < G->n; v++)
+        t += G->node[v].cand[choice[v]].fwd + efwd[v];
+    double chan = 0, upd = 0, pending_bytes = 0, pending_time_bytes = 0;
+    int pending_group = 0;
+    for (int v = G->n - 1; v >= 0; v--) {
+        const struct cand *c = &G->node[v].cand[choice[v]];
+        t += c->bwd + ebwd[v];
+        if (c->ar_bytes <= 0)
+            continue;
+        if (c->group <= 1) {
+            upd += c->update;
+            continue;
+        }
+        if (pol == POL_LAYER) {
+            chan = (chan > t ? chan : t) + c->ar_time;
+            upd += c->update;
+            continue;
+        }
+        /* bucket, end: one collective per group size and bucket */
+        if (pending_group && pending_group != c->group) {
+            double s = chan > t ? chan : t;
+            chan = s + sc_calib_allreduce(m->c, pending_group, pending_bytes);
+            pending_bytes = 0;
+        }
+        pending_group = c->group;
+        pending_bytes += c->ar_bytes;
+        pending_time_bytes += c->ar_bytes;
+        upd += c->update;
+        if (pol == POL_BUCKET && pending_bytes >= 25e6) {
+            chan = (chan > t ? chan : t) + sc_calib_allreduce(m->c, pending_group, pending_bytes);
+            pending_bytes = 0;
+            pending_group = 0;
+        }
+    }
+    if (pending_group && pending_bytes > 0)
+        chan = (chan > t ? chan : t) + sc_calib_allreduce(m->c, pending_group, pending_bytes);
+    (void)pending_time_bytes;
+    return (chan > t ? chan : t) + upd;
+}
+
+/* ---- search ---- */
+
+/* What each node's allreduce can hide behind: the backward compute of
+ * the layers before it, under the assignment choice. */
+static void set_hide(struct graph *G, const int *choice)
+{
+    double acc = 0;
+    for (int v = 0; v < G->n; v++) {
+        G->node[v].hide = acc;
+        acc += G->node[v].cand[choice[v]].bwd;
+    }
+}
+
+static int solve(const struct model *m, struct graph *G, double lambda, int *choice, double *chain_time)
+{
+    struct sc_spgraph *sg;
+    int err = sc_spgraph_create(G->n, &sg);
+    if (err)
+        return err;
+    for (int v = 0; v < G->n && !err; v++) {
+        struct node *nd = &G->node[v];
+        double cost[nd->ncand];
+        for (int k = 0; k < nd->ncand; k++) {
+            const struct cand *c = &nd->cand[k];
+            double exposed = c->ar_time - nd->hide;
+            cost[k] = c->fwd + c->bwd + c->update + (exposed > 0 ? exposed : 0) + lambda * c->memory;
+        }
+        err = sc_spgraph_set_node(sg, v, nd->ncand, cost);
+    }
+    for (int v = 0; v < G->n && !err; v++) {
+        const struct sc_layer *lv = &m->net->layers[G->node[v].layer];
+        for (int k = 0; k < lv->nsrc && !err; k++) {
+            int s = resolve(m->net, lv->src[k]);
+            if (s < 0)
+                continue;
+            int u = G->node_of[s];
+            struct node *nu = &G->node[u], *nv = &G->node[v];
+            double *cost = malloc(sizeof(double) * nu->ncand * nv->ncand);
+            if (!cost) {
+                err = sc_error(SC_ERR_NOMEM, "out of memory");
+                break;
+            }
+            for (int a = 0; a < nu->ncand; a++)
+                for (int b = 0; b < nv->ncand; b++) {
+                    double f, bw;
+                    cost[a * nv->ncand + b] =
+                        edge_cost(m, &m->net->layers[nu->layer], &nu->cand[a], lv, &nv->cand[b], &f, &bw);
+                }
+            err = sc_spgraph_add_edge(sg, u, v, cost);
+            free(cost);
+        }
+    }
+    double best;
+    if (!err)
+        err = sc_sp_solve(sg, &best, choice);
+    if (!err && !isfinite(best))
+        err = sc_error(SC_ERR_ARG, "no assignment of grids fits the network's residual blocks");
+    if (!err && chain_time) {
+        int tmp[G->n];
+        double ct;
+        *chain_time = sc_chain_solve(sg, &ct, tmp) ? -1 : ct;
+        if (*chain_time >= 0 && fabs(ct - best) > 1e-9 * (1 + fabs(best)))
+            err = sc_error(SC_ERR_RUNTIME, "planner: chain shortest path %.9g differs from elimination %.9g", ct, best);
+    }
+    sc_spgraph_free(sg);
+    return err;
+}
+
+static double memory_of(const struct graph *G, const int *choice)
+{
+    double mem = 0;
+    for (int v = 0; v < G->n; v++)
+        mem += G->node[v].cand[choice[v]].memory;
+    return mem;
+}
+
+static int fill_plan(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
+                     double chain_time, struct sc_plan *p)
+{
+    const struct sc_net *net = m->net;
+    p->nlayers = net->nlayers;
+    p->grid = calloc(net->nlayers, sizeof *p->grid);
+    p->layer = calloc(net->nlayers, sizeof *p->layer);
+    if (!p->grid || !p->layer)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    double efwd[G->n], ebwd[G->n];
+    for (int v = 0; v < G->n; v++) {
+        efwd[v] = ebwd[v] = 0;
+        const struct sc_layer *lv = &net->layers[G->node[v].layer];
+        const struct cand *c = &G->node[v].cand[choice[v]];
+        for (int k = 0; k < lv->nsrc; k++) {
+            int s = resolve(net, lv->src[k]);
+            if (s < 0)
+                continue;
+            int u = G->node_of[s];
+            double f, b;
+            edge_cost(m, &net->layers[s], &G->node[u].cand[choice[u]], lv, c, &f, &b);
+            efwd[v] += f;
+            ebwd[v] += b;
+        }
+        struct sc_plan_cost *pc = &p->layer[G->node[v].layer];
+        sc_grid_format(&c->g, p->grid[G->node[v].layer], sizeof p->grid[0]);
+        *pc = (struct sc_plan_cost){c->compute, c->halo, c->channels, efwd[v] + ebwd[v], c->ar_time, c->update,
+                                    c->memory};
+        p->total.compute += pc->compute;
+        p->total.halo += pc->halo;
+        p->total.channels += pc->channels;
+        p->total.redistribute += pc->redistribute;
+        p->total.allreduce += pc->allreduce;
+        p->total.update += pc->update;
+        p->total.memory += pc->memory;
+    }
+    int pol = -1;
+    p->time = INFINITY;
+    for (int k = POL_LAYER; k <= POL_END; k++) {
+        if (o->grad_comm && strcmp(o->grad_comm, policy_name[k]))
+            continue;
+        double t = timeline(m, G, choice, efwd, ebwd, k);
+        if (t < p->time)
+            p->time = t, pol = k;
+    }
+    if (pol < 0)
+        return sc_error(SC_ERR_ARG, "the planner models --grad-comm layer, bucket:25 and end, not %s", o->grad_comm);
+    snprintf(p->grad_comm, sizeof p->grad_comm, "%s", policy_name[pol]);
+    p->chain_time = chain_time;
+    return 0;
+}
+
+int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struct sc_plan_opts *o,
+                 struct sc_plan **out)
+{
+    *out = NULL;
+    if (o->ranks < 1 || o->ranks > MAXP)
+        return sc_error(SC_ERR_ARG, "ranks %d: must be 1 to %d", o->ranks, MAXP);
+    if (o->batch < 1)
+        return sc_error(SC_ERR_ARG, "batch %d: must be at least 1", o->batch);
+    if (o->ranks > 1 && c->p2p_alpha < 0)
+        return sc_error(SC_ERR_PARSE, "the calibration has no communication times (it was made on one rank)");
+    if (c->stream <= 0)
+        return sc_error(SC_ERR_PARSE, "the calibration has no memory bandwidth (stream)");
+    struct model m = {net, c, o->ranks, o->batch, o->workers > 0 ? o->workers : c->workers, 1, NULL};
+    if (m.W < 1)
+        m.W = 1;
+    if (c->cores > 0 && (double)m.P * m.W > c->cores)
+        m.oversub = (double)m.P * m.W / c->cores;
+    struct graph G = {0};
+    struct sc_plan *p = calloc(1, sizeof *p);
+    int err = p ? build_nodes(&m, o, &G) : sc_error(SC_ERR_NOMEM, "out of memory");
+    int *choice = err ? NULL : calloc(G.n, sizeof *choice);
+    if (!err && !choice)
+        err = sc_error(SC_ERR_NOMEM, "out of memory");
+    double chain_time = -1;
+    if (!err) {
+        for (int v = 0; v < G.n; v++)
+            p->candidates += G.node[v].ncand;
+        /* Hiding behind backward depends on the choice: solve with the
+         * first candidates' (sample parallelism's) backward, then again
+         * with the solution's. */
+        set_hide(&G, choice);
+        for (int it = 0; it < 2 && !err; it++) {
+            err = solve(&m, &G, 0, choice, &chain_time);
+            set_hide(&G, choice);
+        }
+    }
+    if (!err && o->mem_limit > 0 && memory_of(&G, choice) > o->mem_limit) {
+        /* Price memory until the plan fits: the least memory first. */
+        int least[G.n];
+        for (int v = 0; v < G.n; v++) {
+            least[v] = 0;
+            for (int k = 1; k < G.node[v].ncand; k++)
+                if (G.node[v].cand[k].memory < G.node[v].cand[least[v]].memory)
+                    least[v] = k;
+        }
+        double need = memory_of(&G, least);
+        if (need > o->mem_limit)
+            err = sc_error(SC_ERR_ARG, "no distribution fits --mem-limit %.0f bytes per rank: the least needs %.0f",
+                           o->mem_limit, need);
+        double lo = 0, hi = 1e-12;
+        int fit[G.n];
+        memcpy(fit, least, sizeof fit);
+        while (!err && hi < 1e6) {
+            if ((err = solve(&m, &G, hi, choice, NULL)))
+                break;
+            if (memory_of(&G, choice) <= o->mem_limit)
+                break;
+            lo = hi, hi *= 4;
+        }
+        for (int it = 0; it < 30 && !err; it++) {
+            double mid = 0.5 * (lo + hi);
+            if ((err = solve(&m, &G, mid, choice, NULL)))
+                break;
+            if (memory_of(&G, choice) <= o->mem_limit)
+                hi = mid, memcpy(fit, choice, sizeof fit);
+            else
+                lo = mid;
+        }
+        if (!err && solve(&m, &G, hi, choice, NULL) == 0 && memory_of(&G, choice) > o->mem_limit)
+            memcpy(choice, fit, sizeof fit);
+        chain_time = -1;
+    }
+    if (!err)
+        err = fill_plan(&m, &G, choice, o, chain_time, p);
+    free(choice);
+    graph_free(&G);
+    if (err) {
+        sc_plan_free(p);
+        return err;
+    }
+    *out = p;
+    return 0;
+}
+
+void sc_plan_free(struct sc_plan *p)
+{
+    if (!p)
+        return;
+    free(p->grid);
+    free(p->layer);
+    free(p);
+}
+
+/* ---- what a calibration must hold ---- */
+
+struct seen {
+    int (*fn)(void *ctx, const struct sc_layer_work *w, const char *key);
+    void *ctx;
+    char (*keys)[SC_CALIB_KEY_LEN];
+    int n, cap;
+};
+
+static int add_key(void *ctx, const struct sc_layer_work *w, enum role role)
+{
+    struct seen *s = ctx;
+    char key[SC_CALIB_KEY_LEN];
+    (void)role;
+    sc_calib_kernel_key(w, key, sizeof key);
+    for (int i = 0; i < s->n; i++)
+        if (!strcmp(s->keys[i], key))
+            return 0;
+    if (s->n == s->cap) {
+        int cap = s->cap ? 2 * s->cap : 64;
+        void *nk = realloc(s->keys, cap * sizeof *s->keys);
+        if (!nk)
+            return sc_error(SC_ERR_NOMEM, "out of memory");
+        s->keys = nk, s->cap = cap;
+    }
+    memcpy(s->keys[s->n++], key, SC_CALIB_KEY_LEN);
+    return s->fn(s->ctx, w, key);
+}
+
+int sc_plan_kernels(const struct sc_net *net, const struct sc_plan_opts *o,
+                    int (*fn)(void *ctx, const struct sc_layer_work *w, const char *key), void *ctx)
+{
+    struct sc_grid grids[512];
+    int ng = all_grids(o->ranks, grids, 512), err = 0;
+    int W = o->workers > 0 ? o->workers : 1;
+    struct seen s = {fn, ctx, NULL, 0, 0};
+    for (int li = 0; li < net->nlayers && !err; li++) {
+        const struct sc_layer *l = &net->layers[li];
+        if (l->alias || !l->ops->work)
+            continue;
+        for (int k = 0; k < ng && !err; k++) {
+            if (!grid_valid(l, &grids[k], o->batch))
+                continue;
+            struct block b = block_of(o->batch, W, l, &grids[k]);
+            struct works ws = {add_key, &s, {0, 0}};
+            err = layer_works(l, &grids[k], &b, &ws);
+        }
+    }
+    free(s.keys);
+    return err;
+}
+
+/* ---- output ---- */
+
+void sc_plan_parallel_spec(const struct sc_net *net, const struct sc_plan *p, char *buf, size_t len)
+{
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int l = 0; l < net->nlayers && k < len; l++)
+        if (p->grid[l][0])
+            k += snprintf(buf + k, len - k, "%s%s=%s", k ? "," : "", net->layers[l].name, p->grid[l]);
+}
+
+void sc_plan_print(FILE *fp, const struct sc_net *net, const struct sc_plan *p)
+{
+    fprintf(fp, "%-10s %-7s %9s %9s %9s %9s %9s %9s %10s\n", "layer", "grid", "compute", "halo", "channels",
+            "redist", "allreduce", "update", "memory");
+    for (int l = 0; l < net->nlayers; l++) {
+        if (!p->grid[l][0])
+            continue;
+        const struct sc_plan_cost *c = &p->layer[l];
+        fprintf(fp, "%-10s %-7s %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.2fMB\n", net->layers[l].name,
+                p->grid[l], 1e3 * c->compute, 1e3 * c->halo, 1e3 * c->channels, 1e3 * c->redistribute,
+                1e3 * c->allreduce, 1e3 * c->update, c->memory / 1e6);
+    }
+    const struct sc_plan_cost *t = &p->total;
+    fprintf(fp, "%-10s %-7s %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.2fMB\n", "total", "", 1e3 * t->compute,
+            1e3 * t->halo, 1e3 * t->channels, 1e3 * t->redistribute, 1e3 * t->allreduce, 1e3 * t->update,
+            t->memory / 1e6);
+    fprintf(fp, "gradient communication: --grad-comm %s (allreduce is before hiding behind backward)\n",
+            p->grad_comm);
+    fprintf(fp, "predicted time per iteration: %.3f ms\n", 1e3 * p->time);
+}
+
+void sc_plan_print_json(FILE *fp, const struct sc_net *net, const struct sc_plan_opts *o, const struct sc_plan *p)
+{
+    char spec[4096];
+    sc_plan_parallel_spec(net, p, spec, sizeof spec);
+    fprintf(fp, "{\"ranks\": %d, \"batch\": %d, \"time\": %.9g, \"grad_comm\": \"%s\", \"parallel\": \"%s\",\n",
+            o->ranks, o->batch, p->time, p->grad_comm, spec);
+    const struct sc_plan_cost *t = &p->total;
+    fprintf(fp,
+            " \"total\": {\"compute\": %.9g, \"halo\": %.9g, \"channels\": %.9g, \"redistribute\": %.9g, "
+            "\"allreduce\": %.9g, \"update\": %.9g, \"memory\": %.0f},\n",
+            t->compute, t->halo, t->channels, t->redistribute, t->allreduce, t->update, t->memory);
+    fprintf(fp, " \"candidates\": %ld, \"chain_time\": %.9g,\n \"layers\": [", p->candidates, p->chain_time);
+    int first = 1;
+    for (int l = 0; l < net->nlayers; l++) {
+        if (!p->grid[l][0])
+            continue;
+        const struct sc_plan_cost *c = &p->layer[l];
+        fprintf(fp,
+                "%s\n  {\"name\": \"%s\", \"grid\": \"%s\", \"compute\": %.9g, \"halo\": %.9g, \"channels\": "
+                "%.9g, \"redistribute\": %.9g, \"allreduce\": %.9g, \"update\": %.9g, \"memory\": %.0f}",
+                first ? "" : ",", net->layers[l].name, p->grid[l], c->compute, c->halo, c->channels, c->redistribute,
+                c->allreduce, c->update, c->memory);
+        first = 0;
+    }
+    fprintf(fp, "\n ]}\n");
+}

@@ -1,0 +1,79 @@
+/* The planner: a performance model of one training iteration of a parsed
+ * network on P ranks, from a calibration (src/calib.h), and the search for
+ * the least predicted time over per-layer distributions (base/spgraph.h).
+ *
+ * Per layer and candidate grid the model counts (seconds per iteration):
+ *  - compute: the calibrated kernels of forward and backward on the
+ *    rank's block (a tile per worker), times the oversubscription of the
+ *    machine's cores, plus the tasks' overhead;
+ *  - halo: the exchange of x's and dy's borders, less the part hidden
+ *    behind the interior's computation;
+ *  - channels: a channel-split convolution's reduce-scatter of its partial
+ *    sums and allgather of dy;
+ *  - redistribute: moving the input from the previous layer's layout to
+ *    this one's and its error back (an edge of the graph, exact volumes
+ *    from base/layout.h, including filter splitting's allgather of x and
+ *    reduce-scatter of dx);
+ *  - allreduce: the segmented gradient allreduce over the ranks holding
+ *    the same weights, less the part hidden behind the backward pass of
+ *    the layers before it (or, under --grad-comm end, none hidden);
+ *  - update: the SGD step over the rank's share of the parameters;
+ *  - memory: activations, their gradients and parameter state per rank.
+ * No MPI, no StarPU: every rank computes the same plan from the same
+ * inputs. */
+#ifndef SC_PLAN_H
+#define SC_PLAN_H
+
+#include <stdio.h>
+
+#include "calib.h"
+#include "net.h"
+
+struct sc_plan_opts {
+    int ranks, batch;
+    int workers;           /* CPU workers per rank; 0: the calibration's */
+    double mem_limit;      /* bytes per rank; 0: none */
+    const char *grid;      /* NULL: search; else predict this grid for every layer, as
+                            * --parallel GRID applies it (whole-sample layers n<P>) */
+    const char *grad_comm; /* NULL: the best of layer, bucket:25 and end; else that one */
+};
+
+struct sc_plan_cost {
+    double compute, halo, channels, redistribute, allreduce, update; /* seconds */
+    double memory;                                                   /* bytes per rank */
+};
+
+struct sc_plan {
+    int nlayers;
+    char (*grid)[32];            /* each layer's grid ("" for a [route]) */
+    struct sc_plan_cost *layer;  /* each layer's share of the costs */
+    struct sc_plan_cost total;
+    double time;                 /* predicted seconds per iteration */
+    char grad_comm[32];          /* as --grad-comm takes it */
+    double chain_time;           /* chains: Dryden's shortest path's optimum, which must equal
+                                  * the elimination's (a cross-check); < 0 otherwise */
+    long candidates;             /* candidates considered, over all layers */
+};
+
+/* Plan (or, with o->grid, predict) net on o->ranks ranks.  SC_ERR_ARG for
+ * impossible options (a batch that no grid splits, a memory limit nothing
+ * fits); SC_ERR_PARSE "the calibration has no ...; make one with ..."
+ * when c lacks a time the model needs. */
+int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struct sc_plan_opts *o,
+                 struct sc_plan **out);
+void sc_plan_free(struct sc_plan *p);
+
+/* Every kernel work the model of net under o may look up in a
+ * calibration (each distinct key once): what `starconv-plan calibrate`
+ * times.  Stops at fn's first non-zero return, and returns it. */
+int sc_plan_kernels(const struct sc_net *net, const struct sc_plan_opts *o,
+                    int (*fn)(void *ctx, const struct sc_layer_work *w, const char *key), void *ctx);
+
+/* The plan as --parallel takes it: "conv1=f4,conv2=c4,fc1=n4,...". */
+void sc_plan_parallel_spec(const struct sc_net *net, const struct sc_plan *p, char *buf, size_t len);
+/* Human-readable table (per layer: grid and cost breakdown; totals) and
+ * JSON (the same, for machines). */
+void sc_plan_print(FILE *fp, const struct sc_net *net, const struct sc_plan *p);
+void sc_plan_print_json(FILE *fp, const struct sc_net *net, const struct sc_plan_opts *o, const struct sc_plan *p);
+
+#endif

@@ -1,0 +1,270 @@
+/* starconv-plan: calibrate a machine, then predict and choose per-layer
+ * distributions of a .cfg model (src/plan.h). */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "calibrate.h"
+#include "plan.h"
+#include "runtime.h"
+#include "codelets/kernels.h"
+
+#define EXIT_BAD_INPUT 2
+#define DEFAULT_CALIBRATION "starconv-calibration.txt"
+
+static const char usage[] =
+    "Usage: starconv-plan --model M --ranks P [--batch B] [options]\n"
+    "       mpirun -np P starconv-plan calibrate --model M [--batch B] [options]\n"
+    "\n"
+    "Predict the time of one training iteration of a .cfg model on P ranks and choose,\n"
+    "per layer, how it is split (sample n, spatial h/w, channel c, filter f and their\n"
+    "hybrids, as starconv-train --parallel takes them) and the gradient communication\n"
+    "(--grad-comm), from the times a calibration measured on this machine.  The search\n"
+    "is exact on chains and residual blocks (DeePa's node and edge elimination).\n"
+    "Use the plan with: starconv-train --parallel auto (same calibration), or paste the\n"
+    "printed --parallel value.\n"
+    "\n"
+    "Options:\n"
+    "  --model FILE         the network (.cfg)\n"
+    "  --ranks P            MPI ranks to plan for (calibrate: default the MPI size)\n"
+    "  --batch B            global batch (default 64)\n"
+    "  --workers W          CPU workers per rank (default: the calibration's; calibrate:\n"
+    "                       STARPU_NCPU, else 1)\n"
+    "  --calibration FILE   the calibration to read or extend (default " DEFAULT_CALIBRATION ",\n"
+    "                       or $STARCONV_CALIBRATION)\n"
+    "  --mem-limit BYTES    the most memory a rank may use (default: none)\n"
+    "  --parallel GRID      predict this grid for every layer instead of searching\n"
+    "  --grad-comm MODE     layer, bucket:25 or end (default: the best of the three)\n"
+    "  --json               print the plan as JSON\n"
+    "  --reps N             calibrate: timed repetitions per measurement (default 7)\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "calibrate times, on the machine it runs on, the kernels of every layer's forward\n"
+    "and backward for every block a distribution of P ranks gives it; StarPU-MPI's\n"
+    "point-to-point latency and bandwidth; and starconv's task-based allreduce over\n"
+    "every group size that divides the MPI size.  It adds them to the calibration file,\n"
+    "so one file can serve several models.  Run it under bench/slow-net to describe a\n"
+    "slower network.  Exit status: 0, 2 on bad input, 1 on other failures.\n";
+
+struct opts {
+    const char *model, *calibration, *grid, *grad_comm;
+    int calibrate, ranks, batch, workers, json, reps;
+    double mem_limit;
+};
+
+static int is_rank0(void)
+{
+    const char *r = getenv("OMPI_COMM_WORLD_RANK");
+    return !r || !strcmp(r, "0");
+}
+
+static int fail(int status, const char *msg)
+{
+    if (is_rank0())
+        fprintf(stderr, "starconv-plan: %s\n", msg);
+    return status;
+}
+
+static int parse_int(const char *opt, const char *s, long min, long max, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is not an integer from %ld to %ld", opt, s, min, max);
+    *out = (int)v;
+    return 0;
+}
+
+static int parse_args(int argc, char **argv, struct opts *o)
+{
+    static const struct option longopts[] = {
+        {"model", required_argument, 0, 'm'},    {"ranks", required_argument, 0, 'P'},
+        {"batch", required_argument, 0, 'b'},    {"workers", required_argument, 0, 'W'},
+        {"calibration", required_argument, 0, 'c'}, {"mem-limit", required_argument, 0, 'M'},
+        {"parallel", required_argument, 0, 'G'}, {"grad-comm", required_argument, 0, 'g'},
+        {"json", no_argument, 0, 'j'},           {"reps", required_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+    };
+    int c, err = 0;
+    opterr = 0;
+    if (argc > 1 && !strcmp(argv[1], "calibrate")) {
+        o->calibrate = 1;
+        argv[1] = argv[0];
+        argv++, argc--;
+    }
+    while (!err && (c = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+        const char *name = "";
+        for (const struct option *lo = longopts; lo->name; lo++)
+            if (lo->val == c)
+                name = lo->name;
+        switch (c) {
+        case 'm': o->model = optarg; break;
+        case 'P': err = parse_int(name, optarg, 1, 1024, &o->ranks); break;
+        case 'b': err = parse_int(name, optarg, 1, 1 << 20, &o->batch); break;
+        case 'W': err = parse_int(name, optarg, 1, 1024, &o->workers); break;
+        case 'r': err = parse_int(name, optarg, 1, 1000, &o->reps); break;
+        case 'c': o->calibration = optarg; break;
+        case 'G': o->grid = optarg; break;
+        case 'g': o->grad_comm = optarg; break;
+        case 'j': o->json = 1; break;
+        case 'M': {
+            char *end;
+            errno = 0;
+            o->mem_limit = strtod(optarg, &end);
+            if (errno || end == optarg || *end || !(o->mem_limit > 0) || !isfinite(o->mem_limit))
+                err = sc_error(SC_ERR_ARG, "--mem-limit: '%s' is not a positive number of bytes", optarg);
+            break;
+        }
+        case 'h': return 1;
+        case ':': err = sc_error(SC_ERR_ARG, "%s needs a value (see --help)", argv[optind - 1]); break;
+        default: err = sc_error(SC_ERR_ARG, "unknown option '%s' (see --help)", argv[optind - 1]); break;
+        }
+    }
+    if (!err && optind < argc)
+        err = sc_error(SC_ERR_ARG, "unexpected argument '%s' (see --help)", argv[optind]);
+    if (!err && !o->model)
+        err = sc_error(SC_ERR_ARG, "--model FILE is required (see --help)");
+    if (!err && !o->calibrate && !o->ranks)
+        err = sc_error(SC_ERR_ARG, "--ranks P is required (see --help)");
+    return err;
+}
+
+static int plan(const struct opts *o, const struct sc_net *net)
+{
+    struct sc_calib *c = NULL;
+    struct sc_plan *p = NULL;
+    struct sc_plan_opts po = {o->ranks, o->batch, o->workers, o->mem_limit, o->grid, o->grad_comm};
+    int err = sc_calib_load(o->calibration, &c);
+    if (err == SC_ERR_IO && access(o->calibration, F_OK))
+        err = sc_error(err, "no calibration %s: make one with `mpirun -np %d starconv-plan calibrate --model %s "
+                       "--batch %d --calibration %s`", o->calibration, o->ranks, o->model, o->batch, o->calibration);
+    if (!err && (err = sc_plan_make(net, c, &po, &p)) == SC_ERR_PARSE)
+        err = sc_error(err, "%s: %s; extend it with `mpirun -np %d starconv-plan calibrate --model %s --batch %d%s "
+                       "--calibration %s`", o->calibration, sc_last_error(), o->ranks, o->model, o->batch,
+                       o->workers ? " --workers N" : "", o->calibration);
+    if (!err) {
+        if (o->json) {
+            sc_plan_print_json(stdout, net, &po, p);
+        } else {
+            char spec[4096];
+            sc_plan_parallel_spec(net, p, spec, sizeof spec);
+            printf("%s on %d ranks x %d workers, batch %d (calibration %s: %s)\n", o->model, o->ranks,
+                   o->workers ? o->workers : c->workers, o->batch, o->calibration, c->machine);
+            sc_plan_print(stdout, net, p);
+            printf("starconv-train --parallel %s --grad-comm %s\n", spec, p->grad_comm);
+        }
+    }
+    sc_plan_free(p);
+    sc_calib_free(c);
+    return err;
+}
+
+/* Every rank gets the first error of any rank (before StarPU runs). */
+static int agree(int err)
+{
+    int all;
+    MPI_Allreduce(&err, &all, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    if (all && !err)
+        return sc_error(all, "another rank failed");
+    return all;
+}
+
+/* MPI_Barrier spins in Open MPI, and a spinning rank takes a core from
+ * the one timing kernels: wait by polling and sleeping instead. */
+static void quiet_barrier(MPI_Comm comm)
+{
+    MPI_Request req;
+    int done = 0;
+    MPI_Ibarrier(comm, &req);
+    while (!done) {
+        MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (!done)
+            usleep(2000);
+    }
+}
+
+static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char ***argv)
+{
+    int err, size = 1, rank = 0;
+    if ((err = sc_runtime_mpi_init(argc, argv)))
+        return err;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    if (!o->ranks)
+        o->ranks = size;
+    if (!o->workers) {
+        const char *e = getenv("STARPU_NCPU");
+        o->workers = e && atoi(e) > 0 ? atoi(e) : 1;
+    }
+    struct sc_calib *c = NULL;
+    /* A calibration grows: what it holds already is kept. */
+    if (!access(o->calibration, F_OK))
+        err = sc_calib_load(o->calibration, &c);
+    else
+        err = sc_calib_new(&c);
+    if (err == SC_ERR_PARSE)
+        err = sc_error(err, "%s (delete it or calibrate into another --calibration FILE)", sc_last_error());
+    if (!err && c->nkernels && c->workers != o->workers)
+        err = sc_error(SC_ERR_ARG, "%s holds times for %d workers per rank, not %d: calibrate into another file",
+                       o->calibration, c->workers, o->workers);
+    err = agree(err);
+    if (!err && rank == 0) {
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL};
+        c->workers = o->workers;
+        double t0 = MPI_Wtime();
+        err = sc_calibrate_machine(c);
+        if (!err)
+            err = sc_calibrate_compute(c, net, &po, o->reps, stderr);
+        fprintf(stderr, "calibrate: %d kernels, %.1f s\n", c->nkernels, MPI_Wtime() - t0);
+    }
+    quiet_barrier(MPI_COMM_WORLD);
+    err = agree(err);
+    struct sc_runtime rt;
+    if (!err && size > 1 && !(err = sc_runtime_init(argc, argv, NULL, &rt))) {
+        err = sc_calibrate_comm(c, &rt, o->reps, rank == 0 ? stderr : NULL);
+        err = sc_runtime_agree(&rt, err);
+        if (!err && rank == 0)
+            err = sc_calib_save(c, o->calibration);
+        err = sc_runtime_agree(&rt, err);
+        sc_runtime_shutdown(&rt);
+    } else {
+        if (!err && rank == 0)
+            err = sc_calib_save(c, o->calibration);
+        MPI_Finalize();
+    }
+    if (!err && rank == 0)
+        fprintf(stderr, "calibrate: wrote %s (%s)\n", o->calibration, c->machine);
+    sc_calib_free(c);
+    sc_kernels_shutdown();
+    return err;
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {.batch = 64, .reps = 7};
+    int err = parse_args(argc, argv, &o);
+    if (err > 0) {
+        if (is_rank0())
+            fputs(usage, stdout);
+        return 0;
+    }
+    if (err)
+        return fail(EXIT_BAD_INPUT, sc_last_error());
+    if (!o.calibration)
+        o.calibration = getenv("STARCONV_CALIBRATION") ? getenv("STARCONV_CALIBRATION") : DEFAULT_CALIBRATION;
+    struct sc_net *net = NULL;
+    if ((err = sc_net_parse(o.model, &net)))
+        return fail(EXIT_BAD_INPUT, sc_last_error());
+    err = o.calibrate ? calibrate(&o, net, &argc, &argv) : plan(&o, net);
+    sc_net_destroy(net);
+    if (err)
+        return fail(err == SC_ERR_NOMEM || err == SC_ERR_RUNTIME ? 1 : EXIT_BAD_INPUT, sc_last_error());
+    return 0;
+}

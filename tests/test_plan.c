@@ -1,0 +1,361 @@
+/* The planner's cost model on hand-computed cases (composition of the
+ * compute, the gradient allreduce's timeline, exact redistribution, halo
+ * and channel-collective volumes), and its search: the choice follows what
+ * communication costs, a memory limit is honoured, residual blocks keep
+ * their inputs alike, and a calibration that lacks a time is refused. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/plan.h"
+
+#include "check.h"
+
+static char dir[] = "/tmp/sc_test_plan_XXXXXX";
+
+static struct sc_net *model(const char *name, const char *text)
+{
+    char path[256];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "w");
+    fputs(text, f);
+    fclose(f);
+    struct sc_net *net = NULL;
+    if (sc_net_parse(path, &net))
+        printf("parse %s: %s\n", name, sc_last_error());
+    unlink(path);
+    return net;
+}
+
+static int near(double a, double b)
+{
+    return fabs(a - b) <= 1e-9 * (fabs(a) + fabs(b)) + 1e-15;
+}
+
+/* Kernel times for the tests: fixed per kind (FIXED), or proportional to
+ * the kernel's multiply-adds (WORK), or none (ZERO). */
+enum { FIXED, WORK, ZERO };
+struct fill {
+    struct sc_calib *c;
+    int mode;
+};
+#define F1 1e-3 /* conv forward */
+#define D1 5e-3 /* conv backward data: never counted for a first layer */
+#define G1 2e-3 /* conv backward filter */
+#define F2 3e-4 /* fc */
+#define D2 4e-4
+#define G2 5e-4
+
+static int add_kernel(void *ctx, const struct sc_layer_work *w, const char *key)
+{
+    struct fill *f = ctx;
+    double a = 0, b = 0, g = 0;
+    if (f->mode == FIXED) {
+        a = w->kind == SC_WORK_CONV ? F1 : F2;
+        b = w->kind == SC_WORK_CONV ? D1 : D2;
+        g = w->kind == SC_WORK_CONV ? G1 : G2;
+    } else if (f->mode == WORK) {
+        double macs = w->kind == SC_WORK_CONV
+                          ? (double)w->conv.n * w->conv.c * w->conv.f * w->conv.oh * w->conv.ow * w->conv.kh * w->conv.kw
+                          : (double)w->fc.n * w->fc.in * w->fc.out;
+        a = b = g = macs * 1e-10;
+    }
+    return sc_calib_add_kernel(f->c, key, a, b, g);
+}
+
+static struct sc_calib *calib(double alpha, double beta)
+{
+    struct sc_calib *c;
+    sc_calib_new(&c);
+    c->workers = 1;
+    c->cores = 0; /* no oversubscription */
+    c->stream = 1e9;
+    c->task = 0;
+    c->p2p_alpha = alpha;
+    c->p2p_beta = beta;
+    return c;
+}
+
+static void fill(struct sc_calib *c, const struct sc_net *net, int P, int B, int mode)
+{
+    struct fill f = {c, mode};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL};
+    sc_plan_kernels(net, &o, add_kernel, &f);
+}
+
+static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, int P, int B, const char *grid,
+                            double mem_limit)
+{
+    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL};
+    struct sc_plan *p = NULL;
+    if (sc_plan_make(net, c, &o, &p))
+        printf("plan: %s\n", sc_last_error());
+    return p;
+}
+
+static const char *m2_text = "[net]\nchannels=1\nheight=4\nwidth=4\nclasses=10\n"
+                             "[convolutional]\nfilters=2\nsize=3\npad=1\nactivation=linear\n"
+                             "[connected]\noutput=10\nactivation=linear\n[softmax]\n";
+
+/* One rank: the sum of the kernels (no backward data for the first
+ * layer), softmax streaming its 10 + 10 floats per sample, and SGD over
+ * 20 + 330 parameters. */
+static void test_compute(void)
+{
+    struct sc_net *net = model("m2.cfg", m2_text);
+    struct sc_calib *c = calib(-1, -1);
+    fill(c, net, 1, 2, FIXED);
+    struct sc_plan *p = plan(net, c, 1, 2, NULL, 0);
+    double s = 1e9, want = F1 + G1 + F2 + D2 + G2 + 160 / s + 320 / s + 20.0 * 350 / s;
+    check(p && near(p->time, want), "1 rank: time %.9g = kernels + softmax + SGD %.9g", p ? p->time : -1, want);
+    check(p && !strcmp(p->grid[0], "n1") && p->total.allreduce == 0, "1 rank: n1, no allreduce");
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* Two ranks, n2: the fc's allreduce (1320 bytes, interpolated) runs
+ * during conv's backward, conv's (80 bytes, below the smallest point)
+ * after it; one allreduce at the end would take longer. */
+static void test_allreduce_timeline(void)
+{
+    struct sc_net *net = model("m2.cfg", m2_text);
+    struct sc_calib *c = calib(0, 0);
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 100, 1e-3);
+    sc_calib_add_allreduce(c, 2, 10000, 2e-3);
+    struct sc_plan *p = plan(net, c, 2, 2, "n2", 0);
+    double s = 1e9, upd = 20.0 * 350 / s;
+    double fwd = F1 + F2 + 80 / s, t_fc = fwd + 160 / s + D2 + G2, t_end = t_fc + G1;
+    double ar_fc = 1e-3 + (1320.0 - 100) / 9900 * 1e-3, ar_conv = 1e-3, ar_all = 1e-3 + 1300.0 / 9900 * 1e-3;
+    double chan = t_fc + ar_fc;
+    chan = (chan > t_end ? chan : t_end) + ar_conv;
+    double layer = chan + upd, end = t_end + ar_all + upd;
+    check(layer < end, "hand computation: per layer %.9g beats at the end %.9g", layer, end);
+    check(p && near(p->time, layer) && !strcmp(p->grad_comm, "layer"), "n2: time %.9g = %.9g, policy %s",
+          p ? p->time : -1, layer, p ? p->grad_comm : "?");
+    check(p && near(p->layer[1].allreduce, ar_fc) && near(p->layer[0].allreduce, ar_conv),
+          "n2: per-layer allreduce from the calibration's points");
+    sc_plan_free(p);
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end"};
+    sc_plan_make(net, c, &o, &p);
+    check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g",
+          p ? p->time : -1, end);
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* Redistribution h2 -> n2 and back, and conv0's halos, with kernels that
+ * take no time (nothing hides the halo): B=4, 4 channels of 8x8.
+ *  - forward: rank 0 has rows 0-3 of all 4 samples and needs all rows of
+ *    samples 0-1: 2 samples x 4 channels x 4 rows x 8 = 256 floats from
+ *    rank 1; backward the same the other way;
+ *  - halo of x: one row of 8 columns x 2 input channels x 4 samples;
+ *    of dy: one row x 4 output channels x 4 samples. */
+static void test_redistribution_and_halo(void)
+{
+    struct sc_net *net = model("m1.cfg", "[net]\nchannels=2\nheight=8\nwidth=8\nclasses=10\n"
+                                         "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=n2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[connected]\noutput=10\nactivation=linear\n[softmax]\n");
+    double a = 1e-5, b = 1e-9, s = 1e9;
+    struct sc_calib *c = calib(a, b);
+    fill(c, net, 2, 4, ZERO);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_plan *p = plan(net, c, 2, 4, NULL, 0);
+    check(p && !strcmp(p->grid[0], "h2") && !strcmp(p->grid[1], "n2"), "cfg parallel= kept: %s %s",
+          p ? p->grid[0] : "?", p ? p->grid[1] : "?");
+    check(p && near(p->layer[1].redistribute, 2 * (a + 1024 * b + 3072 / s)),
+          "h2 -> n2: %.9g = 2 (alpha + 1024 beta + (1024 + 2048) / stream)",
+          p ? p->layer[1].redistribute : -1);
+    check(p && p->layer[1].halo == 0 && p->layer[2].redistribute == 0, "n2 layers: no halo, no redistribution");
+    sc_plan_free(p);
+    /* The region tasks' copies (at the stream bandwidth) would hide part
+     * of the halo: with memory that takes no time, nothing does. */
+    c->stream = 1e30;
+    p = plan(net, c, 2, 4, NULL, 0);
+    check(p && near(p->layer[0].halo, 2 * a + 768 * b), "conv0's halos: %.9g = 2 alpha + (256 + 512) beta",
+          p ? p->layer[0].halo : -1);
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* Filter and channel splitting, B=2, 4 channels of 4x4 (16 floats each):
+ *  - conv0 f2 -> conv1 f2: x allgathered (the other rank's 2 channels x 2
+ *    samples = 64 floats), dx's partial sums reduce-scattered (as much);
+ *  - conv1 f2 -> conv2 c2: the same channels on the same rank: nothing;
+ *  - conv2 c2: its partial sums reduce-scattered (2 channels x 2 samples),
+ *    plus summing 4 channels x 2 samples locally, and dy allgathered;
+ *  - conv2 c2 -> fc n2: one sample's 2 channels each way (32 floats). */
+static void test_channels(void)
+{
+    struct sc_net *net = model("m3.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
+                                         "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=c2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[connected]\noutput=10\nactivation=linear\n[softmax]\n");
+    double a = 1e-5, b = 1e-9, s = 1e9;
+    struct sc_calib *c = calib(a, b);
+    fill(c, net, 2, 2, ZERO);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_plan *p = plan(net, c, 2, 2, NULL, 0);
+    check(p && near(p->layer[1].redistribute, 2 * a + 512 * b + 1280 / s),
+          "f2 -> f2: allgather + reduce-scatter %.9g",
+          p ? p->layer[1].redistribute : -1);
+    check(p && near(p->layer[2].redistribute, 512 / s), "f2 -> c2: same channels, a local copy each way");
+    check(p && near(p->layer[2].channels, 2 * a + 512 * b + 1280 / s), "c2: reduce-scatter + allgather %.9g",
+          p ? p->layer[2].channels : -1);
+    check(p && near(p->layer[3].redistribute, 2 * (a + 128 * b + 384 / s)), "c2 -> n2 (fc): %.9g",
+          p ? p->layer[3].redistribute : -1);
+    check(p && p->layer[0].allreduce == 0 && p->layer[1].allreduce == 0 && p->total.allreduce == 0,
+          "c and f split layers hold their weights alone: no allreduce on 2 ranks");
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+    /* One grid for every layer without parallel=, as --parallel c2
+     * applies it: the first convolution takes f2, the fc n2. */
+    net = model("m2.cfg", m2_text);
+    c = calib(a, b);
+    fill(c, net, 2, 2, ZERO);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    p = plan(net, c, 2, 2, "c2", 0);
+    check(p && !strcmp(p->grid[0], "f2") && !strcmp(p->grid[1], "n2"), "--parallel c2: the first layer %s, the fc %s",
+          p ? p->grid[0] : "?", p ? p->grid[1] : "?");
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+static const char *m4_text = "[net]\nchannels=4\nheight=4\nwidth=4\nclasses=10\n"
+                             "[convolutional]\nfilters=64\nsize=3\npad=1\n"
+                             "[convolutional]\nfilters=64\nsize=3\npad=1\n"
+                             "[connected]\noutput=10\nactivation=linear\n[softmax]\n";
+
+/* Kernels cost their multiply-adds whatever the split, so only
+ * communication decides: slow collectives and fast messages send conv1
+ * (37 K weights, small activations) to channel or filter splitting; fast
+ * collectives and slow messages keep samples split. */
+static void test_search_follows_network(void)
+{
+    struct sc_net *net = model("m4.cfg", m4_text);
+    struct sc_calib *c = calib(1e-6, 1e-10);
+    fill(c, net, 2, 2, WORK);
+    sc_calib_add_allreduce(c, 2, 1000, 1e-2);
+    sc_calib_add_allreduce(c, 2, 1e6, 1e-1);
+    struct sc_plan *p = plan(net, c, 2, 2, NULL, 0);
+    check(p && (p->grid[1][0] == 'c' || p->grid[1][0] == 'f'), "slow allreduce: conv1 split by %s",
+          p ? p->grid[1] : "?");
+    double slow_time = p ? p->time : 0;
+    sc_plan_free(p);
+    struct sc_plan *n2 = plan(net, c, 2, 2, "n2", 0);
+    check(n2 && slow_time <= n2->time, "the plan (%.6g s) is no slower than n2 (%.6g s)", slow_time,
+          n2 ? n2->time : 0);
+    sc_plan_free(n2);
+    sc_calib_free(c);
+    c = calib(1e-2, 1e-6);
+    fill(c, net, 2, 2, WORK);
+    sc_calib_add_allreduce(c, 2, 1000, 1e-6);
+    sc_calib_add_allreduce(c, 2, 1e6, 1e-5);
+    p = plan(net, c, 2, 2, NULL, 0);
+    int all_n = p != NULL;
+    for (int l = 0; p && l < net->nlayers; l++)
+        all_n &= !strcmp(p->grid[l], "n2");
+    check(all_n, "slow messages, fast allreduce: every layer n2");
+    check(p && p->chain_time >= 0, "a chain: the shortest path agrees with the elimination");
+    /* A memory limit under the plan's memory moves layers off n2. */
+    double mem = p ? p->total.memory : 0;
+    sc_plan_free(p);
+    p = plan(net, c, 2, 2, NULL, mem * 0.9);
+    check(p && p->total.memory <= mem * 0.9, "--mem-limit %.0f: the plan takes %.0f", mem * 0.9,
+          p ? p->total.memory : 0);
+    sc_plan_free(p);
+    struct sc_plan_opts o = {2, 2, 1, 1000, NULL, NULL};
+    int err = sc_plan_make(net, c, &o, &p);
+    check(err == SC_ERR_ARG && strstr(sc_last_error(), "mem-limit"), "--mem-limit 1000: refused (%s)",
+          sc_last_error());
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* A residual network: the search is exact (node and edge elimination) and
+ * a [shortcut] gets its inputs as they are split. */
+static void test_residual(void)
+{
+    char path[512];
+    const char *top = getenv("TOP_SRCDIR");
+    snprintf(path, sizeof path, "%s/tests/models/residual.cfg", top ? top : ".");
+    struct sc_net *net = NULL;
+    if (sc_net_parse(path, &net)) {
+        check(0, "parse %s: %s", path, sc_last_error());
+        return;
+    }
+    struct sc_calib *c = calib(1e-5, 1e-9);
+    fill(c, net, 2, 4, WORK);
+    sc_calib_add_allreduce(c, 2, 1000, 1e-3);
+    sc_calib_add_allreduce(c, 2, 1e6, 1e-2);
+    struct sc_plan *p = plan(net, c, 2, 4, NULL, 0);
+    int ok = p != NULL;
+    for (int l = 0; p && l < net->nlayers; l++) {
+        const struct sc_layer *L = &net->layers[l];
+        if (!L->dx_is_dy)
+            continue;
+        for (int k = 0; k < L->nsrc; k++) {
+            int s = L->src[k];
+            while (net->layers[s].alias)
+                s = net->layers[s].src[0];
+            ok &= !strcmp(p->grid[s], p->grid[l]);
+        }
+    }
+    check(ok, "residual: every [shortcut] split like its inputs");
+    check(p && p->chain_time < 0, "residual: not a chain (no shortest-path cross-check)");
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* A calibration without the model's kernels, or without communication
+ * times for 2 ranks, is refused with what is missing. */
+static void test_missing(void)
+{
+    struct sc_net *net = model("m2.cfg", m2_text);
+    struct sc_calib *c = calib(1e-5, 1e-9);
+    struct sc_plan_opts o = {1, 2, 1, 0, NULL, NULL};
+    struct sc_plan *p = NULL;
+    int err = sc_plan_make(net, c, &o, &p);
+    check(err == SC_ERR_PARSE && strstr(sc_last_error(), "conv n=2 c=1 h=4 w=4 f=2"), "no kernels: %s",
+          sc_last_error());
+    fill(c, net, 2, 2, FIXED);
+    o.ranks = 2;
+    err = sc_plan_make(net, c, &o, &p);
+    check(err == SC_ERR_PARSE && strstr(sc_last_error(), "allreduce over 2 ranks"), "no allreduce: %s",
+          sc_last_error());
+    c->p2p_alpha = -1;
+    err = sc_plan_make(net, c, &o, &p);
+    check(err == SC_ERR_PARSE && strstr(sc_last_error(), "one rank"), "no p2p: %s", sc_last_error());
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 1;
+    }
+    test_compute();
+    test_allreduce_timeline();
+    test_redistribution_and_halo();
+    test_channels();
+    test_search_follows_network();
+    test_residual();
+    test_missing();
+    rmdir(dir);
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}
