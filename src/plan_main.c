@@ -11,16 +11,18 @@
 #include <unistd.h>
 
 #include "calibrate.h"
+#include "machine.h"
 #include "plan.h"
 #include "runtime.h"
 #include "codelets/kernels.h"
 
-#define EXIT_BAD_INPUT 2
+#define EXIT_BAD_INPUT      2
 #define DEFAULT_CALIBRATION "starconv-calibration.txt"
 
 static const char usage[] =
     "Usage: starconv-plan --model M --ranks P [--batch B] [options]\n"
     "       mpirun -np P starconv-plan calibrate --model M [--batch B] [options]\n"
+    "       starconv-plan --machine FILE --model M [--batch B] [--max-ranks N] [--json]\n"
     "\n"
     "Predict the time of one training iteration of a .cfg model on P ranks and choose,\n"
     "per layer, how it is split (sample n, spatial h/w, channel c, filter f and their\n"
@@ -43,6 +45,12 @@ static const char usage[] =
     "  --grad-comm MODE     layer, bucket:25 or end (default: the best of the three)\n"
     "  --json               print the plan as JSON\n"
     "  --reps N             calibrate: timed repetitions per measurement (default 7)\n"
+    "  --machine FILE       predict for the machine FILE describes (ranks per node, links,\n"
+    "                       compute from a calibration made there or a roofline; see\n"
+    "                       src/machine.h and models/machines/) instead of this one: the\n"
+    "                       planner's choice and pure sample parallelism on 1, 2, 4, ...\n"
+    "                       --max-ranks ranks, with time per iteration and speedup\n"
+    "  --max-ranks N        --machine: the most ranks to sweep to (default 1024)\n"
     "  -h, --help           this text\n"
     "\n"
     "calibrate times, on the machine it runs on, the kernels of every layer's forward\n"
@@ -53,8 +61,8 @@ static const char usage[] =
     "slower network.  Exit status: 0, 2 on bad input, 1 on other failures.\n";
 
 struct opts {
-    const char *model, *calibration, *grid, *grad_comm;
-    int calibrate, ranks, batch, workers, json, reps;
+    const char *model, *calibration, *grid, *grad_comm, *machine;
+    int calibrate, ranks, batch, workers, json, reps, max_ranks;
     double mem_limit;
 };
 
@@ -85,12 +93,20 @@ static int parse_int(const char *opt, const char *s, long min, long max, int *ou
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     static const struct option longopts[] = {
-        {"model", required_argument, 0, 'm'},    {"ranks", required_argument, 0, 'P'},
-        {"batch", required_argument, 0, 'b'},    {"workers", required_argument, 0, 'W'},
-        {"calibration", required_argument, 0, 'c'}, {"mem-limit", required_argument, 0, 'M'},
-        {"parallel", required_argument, 0, 'G'}, {"grad-comm", required_argument, 0, 'g'},
-        {"json", no_argument, 0, 'j'},           {"reps", required_argument, 0, 'r'},
-        {"help", no_argument, 0, 'h'},           {0, 0, 0, 0},
+        {"model", required_argument, 0, 'm'},
+        {"ranks", required_argument, 0, 'P'},
+        {"batch", required_argument, 0, 'b'},
+        {"workers", required_argument, 0, 'W'},
+        {"calibration", required_argument, 0, 'c'},
+        {"mem-limit", required_argument, 0, 'M'},
+        {"parallel", required_argument, 0, 'G'},
+        {"grad-comm", required_argument, 0, 'g'},
+        {"json", no_argument, 0, 'j'},
+        {"reps", required_argument, 0, 'r'},
+        {"machine", required_argument, 0, 'X'},
+        {"max-ranks", required_argument, 0, 'R'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
     };
     int c, err = 0;
     opterr = 0;
@@ -105,15 +121,39 @@ static int parse_args(int argc, char **argv, struct opts *o)
             if (lo->val == c)
                 name = lo->name;
         switch (c) {
-        case 'm': o->model = optarg; break;
-        case 'P': err = parse_int(name, optarg, 1, 1024, &o->ranks); break;
-        case 'b': err = parse_int(name, optarg, 1, 1 << 20, &o->batch); break;
-        case 'W': err = parse_int(name, optarg, 1, 1024, &o->workers); break;
-        case 'r': err = parse_int(name, optarg, 1, 1000, &o->reps); break;
-        case 'c': o->calibration = optarg; break;
-        case 'G': o->grid = optarg; break;
-        case 'g': o->grad_comm = optarg; break;
-        case 'j': o->json = 1; break;
+        case 'm':
+            o->model = optarg;
+            break;
+        case 'P':
+            err = parse_int(name, optarg, 1, 1024, &o->ranks);
+            break;
+        case 'b':
+            err = parse_int(name, optarg, 1, 1 << 20, &o->batch);
+            break;
+        case 'W':
+            err = parse_int(name, optarg, 1, 1024, &o->workers);
+            break;
+        case 'r':
+            err = parse_int(name, optarg, 1, 1000, &o->reps);
+            break;
+        case 'c':
+            o->calibration = optarg;
+            break;
+        case 'X':
+            o->machine = optarg;
+            break;
+        case 'R':
+            err = parse_int(name, optarg, 1, 1024, &o->max_ranks);
+            break;
+        case 'G':
+            o->grid = optarg;
+            break;
+        case 'g':
+            o->grad_comm = optarg;
+            break;
+        case 'j':
+            o->json = 1;
+            break;
         case 'M': {
             char *end;
             errno = 0;
@@ -122,16 +162,23 @@ static int parse_args(int argc, char **argv, struct opts *o)
                 err = sc_error(SC_ERR_ARG, "--mem-limit: '%s' is not a positive number of bytes", optarg);
             break;
         }
-        case 'h': return 1;
-        case ':': err = sc_error(SC_ERR_ARG, "%s needs a value (see --help)", argv[optind - 1]); break;
-        default: err = sc_error(SC_ERR_ARG, "unknown option '%s' (see --help)", argv[optind - 1]); break;
+        case 'h':
+            return 1;
+        case ':':
+            err = sc_error(SC_ERR_ARG, "%s needs a value (see --help)", argv[optind - 1]);
+            break;
+        default:
+            err = sc_error(SC_ERR_ARG, "unknown option '%s' (see --help)", argv[optind - 1]);
+            break;
         }
     }
     if (!err && optind < argc)
         err = sc_error(SC_ERR_ARG, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!err && !o->model)
         err = sc_error(SC_ERR_ARG, "--model FILE is required (see --help)");
-    if (!err && !o->calibrate && !o->ranks)
+    if (!err && o->machine && o->calibrate)
+        err = sc_error(SC_ERR_ARG, "calibrate measures this machine; --machine describes another");
+    if (!err && !o->calibrate && !o->machine && !o->ranks)
         err = sc_error(SC_ERR_ARG, "--ranks P is required (see --help)");
     return err;
 }
@@ -143,12 +190,16 @@ static int plan(const struct opts *o, const struct sc_net *net)
     struct sc_plan_opts po = {o->ranks, o->batch, o->workers, o->mem_limit, o->grid, o->grad_comm};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
-        err = sc_error(err, "no calibration %s: make one with `mpirun -np %d starconv-plan calibrate --model %s "
-                       "--batch %d --calibration %s`", o->calibration, o->ranks, o->model, o->batch, o->calibration);
+        err = sc_error(err,
+                       "no calibration %s: make one with `mpirun -np %d starconv-plan calibrate --model %s "
+                       "--batch %d --calibration %s`",
+                       o->calibration, o->ranks, o->model, o->batch, o->calibration);
     if (!err && (err = sc_plan_make(net, c, &po, &p)) == SC_ERR_PARSE)
-        err = sc_error(err, "%s: %s; extend it with `mpirun -np %d starconv-plan calibrate --model %s --batch %d%s "
-                       "--calibration %s`", o->calibration, sc_last_error(), o->ranks, o->model, o->batch,
-                       o->workers ? " --workers N" : "", o->calibration);
+        err = sc_error(err,
+                       "%s: %s; extend it with `mpirun -np %d starconv-plan calibrate --model %s --batch %d%s "
+                       "--calibration %s`",
+                       o->calibration, sc_last_error(), o->ranks, o->model, o->batch, o->workers ? " --workers N" : "",
+                       o->calibration);
     if (!err) {
         if (o->json) {
             sc_plan_print_json(stdout, net, &po, p);
@@ -163,6 +214,17 @@ static int plan(const struct opts *o, const struct sc_net *net)
     }
     sc_plan_free(p);
     sc_calib_free(c);
+    return err;
+}
+
+/* --machine: the sweep over rank counts on the machine the file describes. */
+static int machine_sweep(const struct opts *o, const struct sc_net *net)
+{
+    struct sc_machine *m = NULL;
+    int err = sc_machine_load(o->machine, &m);
+    if (!err)
+        err = sc_machine_sweep(stdout, m, o->machine, net, o->model, o->batch, o->max_ranks, o->json);
+    sc_machine_free(m);
     return err;
 }
 
@@ -248,7 +310,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.batch = 64, .reps = 7};
+    struct opts o = {.batch = 64, .reps = 7, .max_ranks = 1024};
     int err = parse_args(argc, argv, &o);
     if (err > 0) {
         if (is_rank0())
@@ -262,7 +324,7 @@ int main(int argc, char **argv)
     struct sc_net *net = NULL;
     if ((err = sc_net_parse(o.model, &net)))
         return fail(EXIT_BAD_INPUT, sc_last_error());
-    err = o.calibrate ? calibrate(&o, net, &argc, &argv) : plan(&o, net);
+    err = o.calibrate ? calibrate(&o, net, &argc, &argv) : o.machine ? machine_sweep(&o, net) : plan(&o, net);
     sc_net_destroy(net);
     if (err)
         return fail(err == SC_ERR_NOMEM || err == SC_ERR_RUNTIME ? 1 : EXIT_BAD_INPUT, sc_last_error());

@@ -1,0 +1,91 @@
+# The planner end to end: starconv-plan calibrate writes a calibration
+# that starconv-plan and starconv-train --parallel auto read; the plan
+# --parallel auto takes trains to the same weights as the same plan given
+# explicitly (a per-layer --parallel list), and as one rank; collectives
+# made expensive in the calibration move the plan off sample parallelism;
+# a missing, malformed or incomplete calibration gets one line and exit 2.
+. "$TOP_SRCDIR/tests/common.sh"
+
+PLAN="$TOP_BUILDDIR/starconv-plan"
+WIDE="$TOP_SRCDIR/tests/models/wide_small.cfg"
+CAL="$WORK/cal.txt"
+common="--batch 8 --lr 0.05 --momentum 0.9 --shuffle off --test off --seed 5 --iters 3"
+
+if STARPU_NCPU=1 "$MPIRUN" 2 "$PLAN" calibrate --model "$WIDE" --batch 8 --reps 3 --calibration "$CAL" \
+  >"$WORK/log" 2>&1 && grep -q '^kernel ' "$CAL" && grep -q '^allreduce 2 ' "$CAL" && grep -q '^p2p ' "$CAL"; then
+  ok "calibrate on 2 ranks: kernels, p2p and allreduce recorded"
+else
+  fail "calibrate"
+  tail -5 "$WORK/log"
+fi
+
+# Collectives that take a second each: a plan that needs none.
+sed 's/^allreduce \([0-9]*\) \([0-9.e+]*\) .*/allreduce \1 \2 1/' "$CAL" >"$WORK/slow.txt"
+if "$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$WORK/slow.txt" >"$WORK/plan" 2>&1; then
+  spec=$(sed -n 's/^starconv-train --parallel \([^ ]*\) .*/\1/p' "$WORK/plan")
+  case "$spec" in
+    *conv2=n2*) fail "slow collectives: conv2 still sample parallel ($spec)" ;;
+    ?*) ok "slow collectives: $spec" ;;
+    *) fail "no plan printed" ;;
+  esac
+else
+  fail "starconv-plan: $(tail -1 "$WORK/plan")"
+fi
+
+run 1 1 --model "$WIDE" $common --save "$WORK/ref.safetensors" >/dev/null 2>&1 || fail "reference run"
+if run 2 1 --model "$WIDE" $common --parallel auto --calibration "$WORK/slow.txt" --save "$WORK/auto.safetensors" \
+  >"$WORK/log" 2>&1; then
+  took=$(sed -n 's/^plan: --parallel \([^ ]*\) --grad-comm \([^ ]*\)$/\1 \2/p' "$WORK/log")
+  [ "$took" ] && ok "--parallel auto printed its plan: $took" || fail "--parallel auto printed no plan"
+  set -- $took
+  if run 2 1 --model "$WIDE" $common --parallel "$1" --grad-comm "$2" --save "$WORK/explicit.safetensors" \
+    >/dev/null 2>&1 && "$COMPARE" "$WORK/auto.safetensors" "$WORK/explicit.safetensors" 0 >/dev/null; then
+    ok "--parallel auto equals the explicit --parallel $1 (bit for bit)"
+  else
+    fail "--parallel auto differs from --parallel $1"
+  fi
+  if "$COMPARE" "$WORK/auto.safetensors" "$WORK/ref.safetensors" 1e-5 >/dev/null; then
+    ok "--parallel auto matches 1 rank (relative 1e-5)"
+  else
+    fail "--parallel auto differs from 1 rank"
+  fi
+else
+  fail "--parallel auto: $(tail -1 "$WORK/log")"
+fi
+
+# expect_bad WHAT PATTERN COMMAND...: exit 2 and one line matching PATTERN.
+expect_bad() {
+  what=$1 pattern=$2
+  shift 2
+  "$@" >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  lines=$(grep -c . "$WORK/err")
+  if [ "$rc" -eq 2 ] && [ "$lines" -eq 1 ] && grep -q -- "$pattern" "$WORK/err"; then
+    ok "$what: exit 2, $(cat "$WORK/err")"
+  else
+    fail "$what: exit $rc, $lines line(s) on stderr: $(head -3 "$WORK/err")"
+  fi
+}
+printf 'starconv-calibration 1\ncores two\n' >"$WORK/bad.txt"
+expect_bad "malformed calibration" "bad.txt:2" "$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$WORK/bad.txt"
+expect_bad "missing calibration" "make one with" "$PLAN" --model "$WIDE" --ranks 2 --batch 8 \
+  --calibration "$WORK/none.txt"
+expect_bad "calibration for another batch" "no time for" "$PLAN" --model "$WIDE" --ranks 2 --batch 16 \
+  --calibration "$CAL"
+expect_bad "calibration for fewer ranks" "mpirun -np 4" "$PLAN" --model "$WIDE" --ranks 4 --batch 8 \
+  --calibration "$CAL"
+expect_bad "unknown layer in --parallel" "no layer 'conv9'" "$PLAN" --model "$WIDE" --ranks 2 --batch 8 \
+  --calibration "$CAL" --parallel conv9=c2
+# starconv-train: every rank stops; rank 0 says why, in one line.
+run 2 1 --model "$WIDE" $common --parallel auto --calibration "$WORK/bad.txt" >"$WORK/out" 2>"$WORK/err"
+rc=$?
+if [ "$rc" -eq 2 ] && grep -q "bad.txt:2" "$WORK/err" && [ "$(grep -c 'starconv-train:' "$WORK/err")" -eq 1 ]; then
+  ok "starconv-train --parallel auto, malformed calibration: exit 2, $(grep 'starconv-train:' "$WORK/err")"
+else
+  fail "starconv-train --parallel auto, malformed calibration: exit $rc"
+fi
+run 2 1 --model "$WIDE" $common --parallel conv1=c2,conv9=f2 >"$WORK/out" 2>"$WORK/err"
+rc=$?
+[ "$rc" -eq 2 ] && grep -q "no layer 'conv9'" "$WORK/err" && ok "starconv-train, unknown layer in --parallel: exit 2" ||
+  fail "starconv-train, unknown layer in --parallel: exit $rc"
+finish
