@@ -6,7 +6,7 @@
  *   machine <text>                     (where it was made, for messages)
  *   cores 2                            (cores the ranks share)
  *   workers 1                          (CPU workers per rank of the compute times)
- *   p2p <alpha s> <beta s/byte>        (one StarPU-MPI message of b bytes: alpha + beta b)
+ *   p2p <alpha s> <beta s/byte>        (StarPU-MPI, every rank sending b bytes at once: alpha + beta b)
  *   task <s>                           (a task's overhead: submission to end)
  *   stream <bytes/s>                   (memory streamed by one worker)
  *   allreduce <group> <bytes> <s>      (the task-based ring allreduce, per group size)

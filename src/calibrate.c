@@ -310,33 +310,40 @@ static int time_tasks(struct sc_runtime *rt, int reps, double *t, double *out)
     return sc_runtime_agree(rt, err);
 }
 
-/* Half the round trip of a vector of bytes between ranks 0 and 1 through
- * StarPU-MPI, the median of reps, on every rank. */
-static int time_pingpong(struct sc_runtime *rt, size_t bytes, int reps, double *t, double *out)
+/* Every rank sends a vector of bytes to the next rank and receives one
+ * from the previous, all at once, through StarPU-MPI: the slowest rank's
+ * time, the median of reps, on every rank.  All at once, because that is
+ * how halo exchanges and redistributions move data: on a network the
+ * ranks share (a throttled loopback, a node's link, memory) each flow gets
+ * its share, and that share is what the model's cost per byte must be. */
+static int time_shift(struct sc_runtime *rt, size_t bytes, int reps, double *t, double *out)
 {
-    starpu_data_handle_t h = NULL;
-    float *mem = NULL;
+    starpu_data_handle_t hs = NULL, hr = NULL;
+    float *ms = NULL, *mr = NULL;
     int64_t tag = sc_tags_reserve(1); /* every rank alike, as plans reserve theirs */
-    int err = sc_runtime_agree(rt, sc_vector_new(&h, (void **)&mem, bytes / sizeof(float), sizeof(float)));
-    if (err) {
-        sc_vector_free(h, mem);
-        return err;
-    }
+    int P = rt->size, next = (rt->rank + 1) % P, prev = (rt->rank + P - 1) % P;
+    int err = sc_vector_new(&hs, (void **)&ms, bytes / sizeof(float), sizeof(float));
+    if (!err)
+        err = sc_vector_new(&hr, (void **)&mr, bytes / sizeof(float), sizeof(float));
+    err = sc_runtime_agree(rt, err);
     for (int r = -WARM; r < reps && !err; r++) {
+        MPI_Barrier(rt->ctl);
         double t0 = now();
-        if (rt->rank == 0)
-            err = starpu_mpi_send(h, 1, tag, rt->comm) || starpu_mpi_recv(h, 1, tag, rt->comm, MPI_STATUS_IGNORE);
-        else if (rt->rank == 1)
-            err = starpu_mpi_recv(h, 0, tag, rt->comm, MPI_STATUS_IGNORE) || starpu_mpi_send(h, 0, tag, rt->comm);
+        starpu_mpi_req sreq, rreq;
+        err = starpu_mpi_irecv(hr, &rreq, prev, tag, rt->comm) || starpu_mpi_isend(hs, &sreq, next, tag, rt->comm) ||
+              starpu_mpi_wait(&rreq, MPI_STATUS_IGNORE) || starpu_mpi_wait(&sreq, MPI_STATUS_IGNORE);
         if (r >= 0)
-            t[r] = (now() - t0) / 2;
+            t[r] = now() - t0;
     }
     if (err)
-        err = sc_error(SC_ERR_RUNTIME, "calibrate: a StarPU-MPI ping-pong of %zu bytes failed", bytes);
-    sc_vector_free(h, mem);
-    *out = rt->rank == 0 ? median(t, reps) : 0;
-    MPI_Bcast(out, 1, MPI_DOUBLE, 0, rt->ctl);
-    return sc_runtime_agree(rt, err);
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: a StarPU-MPI exchange of %zu bytes failed", bytes);
+    if ((err = sc_runtime_agree(rt, err)) == 0) {
+        MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, rt->ctl);
+        *out = median(t, reps);
+    }
+    sc_vector_free(hs, ms);
+    sc_vector_free(hr, mr);
+    return err;
 }
 
 /* The ring allreduce of a vector of bytes over the groups of g consecutive
@@ -405,9 +412,9 @@ static void say(FILE *progress, const struct sc_runtime *rt, const char *fmt, ..
 static int comm_p2p(struct sc_calib *c, struct sc_runtime *rt, int reps, double *t, FILE *progress)
 {
     double small, large;
-    int err = time_pingpong(rt, P2P_SMALL, reps, t, &small);
+    int err = time_shift(rt, P2P_SMALL, reps, t, &small);
     if (!err)
-        err = time_pingpong(rt, P2P_LARGE, reps, t, &large);
+        err = time_shift(rt, P2P_LARGE, reps, t, &large);
     if (err)
         return err;
     c->p2p_alpha = small;

@@ -26,8 +26,8 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
 
 /* Collective over the ranks of rt (sc_runtime_init), results on every
  * rank: task, the overhead of a task (a chain of small ones); with 2 ranks
- * or more, p2p_alpha and p2p_beta (StarPU-MPI ping-pong of 8 bytes and 4
- * MiB between ranks 0 and 1), and the ring allreduce as training runs it
+ * or more, p2p_alpha and p2p_beta (every rank sending 8 bytes, then 4 MiB,
+ * to the next through StarPU-MPI, all at once), and the ring allreduce as training runs it
  * (segments, window and direct path of the defaults) at 4 KiB, 64 KiB,
  * 1 MiB and 8 MiB, for every group size g >= 2 dividing the rank count,
  * all groups of g consecutive ranks at once; on 1 rank p2p_alpha stays

@@ -235,8 +235,7 @@ int sc_parallel_list_check(const struct sc_net *net, const char *list)
             if ((size_t)(n1 - n0) == strlen(net->layers[l].name) && !strncmp(n0, net->layers[l].name, n1 - n0))
                 found = l;
         if (g0 == g1 || n0 == n1)
-            return sc_error(SC_ERR_ARG, "--parallel: '%.*s' is not LAYER=GRID (e.g. conv1=h2w2)", (int)(g1 - n0),
-                            n0);
+            return sc_error(SC_ERR_ARG, "--parallel: '%.*s' is not LAYER=GRID (e.g. conv1=h2w2)", (int)(g1 - n0), n0);
         if (found < 0)
             return sc_error(SC_ERR_ARG, "--parallel: the model has no layer '%.*s'", (int)(n1 - n0), n0);
         if (net->layers[found].alias)

@@ -84,10 +84,10 @@ static int grid_valid(const struct sc_layer *l, const struct sc_grid *g, int bat
 
 struct cand {
     struct sc_grid g;
-    double fwd, bwd;             /* compute, with halo and channel collectives */
+    double fwd, bwd; /* compute, with halo and channel collectives */
     double compute, halo, channels;
-    double ar_time, ar_bytes;    /* the gradient allreduce, unhidden */
-    int group;                   /* ranks it runs over */
+    double ar_time, ar_bytes; /* the gradient allreduce, unhidden */
+    int group;                /* ranks it runs over */
     double update, memory;
 };
 
@@ -95,7 +95,7 @@ struct model {
     const struct sc_net *net;
     const struct sc_calib *c;
     int P, B, W;
-    double oversub;  /* ranks x workers over cores */
+    double oversub; /* ranks x workers over cores */
     const char *missing_layer;
 };
 
@@ -153,9 +153,14 @@ static void along(int n, int e, int w0, int wn, int own, double *sum, int *count
 /* The channels of L held at coordinates (cc, ff) along C and F. */
 static void channels_at(const struct sc_layout *L, int cc, int ff, int *ch0, int *nch)
 {
-    int coords[SC_NDIMS] = {0};
-    coords[SC_DIM_C] = cc, coords[SC_DIM_F] = ff;
-    sc_layout_channels(L, sc_grid_rank(&L->grid, coords), ch0, nch);
+    /* sc_layout_channels' part index, F-major, without the rank's
+     * coordinates (this runs for every pair of candidates). */
+    int gc = ext(&L->grid, SC_DIM_C), gf = ext(&L->grid, SC_DIM_F);
+    int split_c = (L->cdims & SC_CDIMS_C) && gc > 1, split_f = (L->cdims & SC_CDIMS_F) && gf > 1;
+    int part = split_f ? ff : 0, parts = (split_c ? gc : 1) * (split_f ? gf : 1);
+    if (split_c)
+        part = part * gc + cc;
+    sc_block_range(L->c, parts, part, ch0, nch);
 }
 
 /* Moving a tensor from layout src to layout dst (the same tensor), as
@@ -260,7 +265,7 @@ static void window(const struct sc_window *w, int o0, int o1, int *len, int *pad
  * window; backward data, the same cut of its input block, over the
  * outputs touching each part (a convolution without padding, pooling with
  * the image's); backward filter, the whole output block. */
-enum role { FWD, BWD_DATA, BWD_FILTER };
+enum role { FWD, BWD_DATA, BWD_FILTER, BWD_FORWARD /* a forward pass run again in backward */ };
 struct works {
     int (*fn)(void *ctx, const struct sc_layer_work *w, enum role role);
     void *ctx;
@@ -277,7 +282,12 @@ static int region_work(struct works *ws, const struct sc_layer *l, const struct 
     else if (w.kind == SC_WORK_POOL)
         w.pool.ph = pt, w.pool.pw = pl;
     ws->copied[role != FWD] += 4.0 * b->nt * (b->cin * (double)sc_box_area(win) + b->cout * (double)sc_box_area(out));
-    return ws->fn(ws->ctx, &w, role);
+    /* A max-pooling region learns which input won each output by running
+     * its window forward again (codelets/cl_region.c, pool_bwd). */
+    int err = 0;
+    if (role == BWD_DATA && w.kind == SC_WORK_POOL && w.pool.max)
+        err = ws->fn(ws->ctx, &w, BWD_FORWARD);
+    return err ? err : ws->fn(ws->ctx, &w, role);
 }
 
 static int cut(struct sc_box block, struct sc_box inner, struct sc_box parts[5])
@@ -290,7 +300,7 @@ static int cut(struct sc_box block, struct sc_box inner, struct sc_box parts[5])
 
 static int layer_works(const struct sc_layer *l, const struct sc_grid *g, const struct block *b, struct works *ws)
 {
-    int err = 0, first = l->src[0] < 0, conv = l->nparams > 0;
+    int err = 0, conv = l->nparams != 0, first = !(l->src[0] >= 0);
     if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0) {
         struct sc_layer_work w;
         l->ops->work(l, b->nt, b->cin, b->cout, rows(b->ib), cols(b->ib), rows(b->ob), cols(b->ob), &w);
@@ -358,15 +368,15 @@ static int add_time(void *ctx, const struct sc_layer_work *w, enum role role)
     if (role == FWD)
         t->fwd += k->fwd;
     else
-        t->bwd += role == BWD_DATA ? k->bwd_data : k->bwd_filter;
+        t->bwd += role == BWD_DATA ? k->bwd_data : role == BWD_FILTER ? k->bwd_filter : k->fwd;
     t->tasks++;
     return 0;
 }
 
 /* The time of one tile of layer l's forward and backward under g, and
  * how many tasks they take. */
-static int kernel_times(const struct model *m, const struct sc_layer *l, const struct sc_grid *g,
-                        const struct block *b, double *fwd, double *bwd, int *tasks)
+static int kernel_times(const struct model *m, const struct sc_layer *l, const struct sc_grid *g, const struct block *b,
+                        double *fwd, double *bwd, int *tasks)
 {
     double in = (double)b->cin * sc_box_area(b->ib), out = (double)b->cout * sc_box_area(b->ob);
     if (!l->ops->work) {
@@ -431,7 +441,8 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         int i0, i1, j0, j1;
         sc_window_interior(&l->win_r, ob.r0, ob.r1, ib.r0, ib.r1, &i0, &i1);
         sc_window_interior(&l->win_c, ob.c0, ob.c1, ib.c0, ib.c1, &j0, &j1);
-        double inner = sc_box_area(ob) ? (double)(i1 > i0 ? i1 - i0 : 0) * (j1 > j0 ? j1 - j0 : 0) / sc_box_area(ob) : 0;
+        double inner =
+            sc_box_area(ob) ? (double)(i1 > i0 ? i1 - i0 : 0) * (j1 > j0 ? j1 - j0 : 0) / sc_box_area(ob) : 0;
         double bx = 4.0 * b->nr * b->cin * ax, bdy = 4.0 * b->nr * b->cout * ady;
         double tf = p2p(m, nx, bx) + nx * m->c->task + 2 * bx / m->c->stream - inner * fwd;
         double tb = p2p(m, ndy, bdy) + ndy * m->c->task + 2 * bdy / m->c->stream - inner * bwd;
@@ -505,10 +516,17 @@ struct node {
                   * what its allreduce can hide behind */
 };
 
+struct edge {
+    int u, v;
+    double *cost; /* K_u x K_v: redistribution forward and back */
+};
+
 struct graph {
     int n;
     struct node *node;
     int *node_of; /* layer -> node, -1 for aliases */
+    struct edge *edge;
+    int nedges;
 };
 
 static int resolve(const struct sc_net *net, int s)
@@ -522,6 +540,9 @@ static void graph_free(struct graph *G)
 {
     for (int v = 0; G->node && v < G->n; v++)
         free(G->node[v].cand);
+    for (int e = 0; G->edge && e < G->nedges; e++)
+        free(G->edge[e].cost);
+    free(G->edge);
     free(G->node);
     free(G->node_of);
 }
@@ -606,6 +627,36 @@ static double edge_cost(const struct model *m, const struct sc_layer *lu, const 
     return *fwd + *bwd;
 }
 
+/* Every edge's cost matrix, once: the searches under different memory
+ * prices and hiding budgets reuse them. */
+static int build_edges(const struct model *m, struct graph *G)
+{
+    const struct sc_net *net = m->net;
+    if (!(G->edge = calloc(2 * (size_t)G->n, sizeof *G->edge)))
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    for (int v = 0; v < G->n; v++) {
+        const struct sc_layer *lv = &net->layers[G->node[v].layer];
+        for (int k = 0; k < lv->nsrc; k++) {
+            int s = resolve(net, lv->src[k]);
+            if (s < 0)
+                continue;
+            int u = G->node_of[s];
+            struct node *nu = &G->node[u], *nv = &G->node[v];
+            struct edge *e = &G->edge[G->nedges++];
+            e->u = u, e->v = v;
+            if (!(e->cost = malloc(sizeof(double) * nu->ncand * nv->ncand)))
+                return sc_error(SC_ERR_NOMEM, "out of memory");
+            for (int a = 0; a < nu->ncand; a++)
+                for (int b = 0; b < nv->ncand; b++) {
+                    double f, bw;
+                    e->cost[a * nv->ncand + b] =
+                        edge_cost(m, &net->layers[nu->layer], &nu->cand[a], lv, &nv->cand[b], &f, &bw);
+                }
+        }
+    }
+    return 0;
+}
+
 /* ---- the iteration's timeline under a gradient-communication policy ---- */
 
 enum policy { POL_LAYER, POL_BUCKET, POL_END };
@@ -672,7 +723,7 @@ static void set_hide(struct graph *G, const int *choice)
     }
 }
 
-static int solve(const struct model *m, struct graph *G, double lambda, int *choice, double *chain_time)
+static int solve(struct graph *G, double lambda, int *choice, double *chain_time)
 {
     struct sc_spgraph *sg;
     int err = sc_spgraph_create(G->n, &sg);
@@ -688,29 +739,8 @@ static int solve(const struct model *m, struct graph *G, double lambda, int *cho
         }
         err = sc_spgraph_set_node(sg, v, nd->ncand, cost);
     }
-    for (int v = 0; v < G->n && !err; v++) {
-        const struct sc_layer *lv = &m->net->layers[G->node[v].layer];
-        for (int k = 0; k < lv->nsrc && !err; k++) {
-            int s = resolve(m->net, lv->src[k]);
-            if (s < 0)
-                continue;
-            int u = G->node_of[s];
-            struct node *nu = &G->node[u], *nv = &G->node[v];
-            double *cost = malloc(sizeof(double) * nu->ncand * nv->ncand);
-            if (!cost) {
-                err = sc_error(SC_ERR_NOMEM, "out of memory");
-                break;
-            }
-            for (int a = 0; a < nu->ncand; a++)
-                for (int b = 0; b < nv->ncand; b++) {
-                    double f, bw;
-                    cost[a * nv->ncand + b] =
-                        edge_cost(m, &m->net->layers[nu->layer], &nu->cand[a], lv, &nv->cand[b], &f, &bw);
-                }
-            err = sc_spgraph_add_edge(sg, u, v, cost);
-            free(cost);
-        }
-    }
+    for (int e = 0; e < G->nedges && !err; e++)
+        err = sc_spgraph_add_edge(sg, G->edge[e].u, G->edge[e].v, G->edge[e].cost);
     double best;
     if (!err)
         err = sc_sp_solve(sg, &best, choice);
@@ -735,6 +765,44 @@ static double memory_of(const struct graph *G, const int *choice)
     return mem;
 }
 
+/* The redistribution into each node under choice, forward and back. */
+static void edges_of(const struct model *m, const struct graph *G, const int *choice, double *efwd, double *ebwd)
+{
+    const struct sc_net *net = m->net;
+    for (int v = 0; v < G->n; v++) {
+        efwd[v] = ebwd[v] = 0;
+        const struct sc_layer *lv = &net->layers[G->node[v].layer];
+        for (int k = 0; k < lv->nsrc; k++) {
+            int s = resolve(net, lv->src[k]);
+            if (s < 0)
+                continue;
+            int u = G->node_of[s];
+            double f, b;
+            edge_cost(m, &net->layers[s], &G->node[u].cand[choice[u]], lv, &G->node[v].cand[choice[v]], &f, &b);
+            efwd[v] += f;
+            ebwd[v] += b;
+        }
+    }
+}
+
+/* The predicted time of an assignment: its timeline under the best
+ * policy (or o's), which goes to *pol (-1: o's is not modelled). */
+static double predict(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
+                      int *pol)
+{
+    double efwd[G->n], ebwd[G->n], best = INFINITY;
+    edges_of(m, G, choice, efwd, ebwd);
+    *pol = -1;
+    for (int k = POL_LAYER; k <= POL_END; k++) {
+        if (o->grad_comm && strcmp(o->grad_comm, policy_name[k]))
+            continue;
+        double t = timeline(m, G, choice, efwd, ebwd, k);
+        if (*pol < 0 || t < best)
+            best = t, *pol = k;
+    }
+    return best;
+}
+
 static int fill_plan(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
                      double chain_time, struct sc_plan *p)
 {
@@ -745,24 +813,13 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     if (!p->grid || !p->layer)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     double efwd[G->n], ebwd[G->n];
+    edges_of(m, G, choice, efwd, ebwd);
     for (int v = 0; v < G->n; v++) {
-        efwd[v] = ebwd[v] = 0;
-        const struct sc_layer *lv = &net->layers[G->node[v].layer];
         const struct cand *c = &G->node[v].cand[choice[v]];
-        for (int k = 0; k < lv->nsrc; k++) {
-            int s = resolve(net, lv->src[k]);
-            if (s < 0)
-                continue;
-            int u = G->node_of[s];
-            double f, b;
-            edge_cost(m, &net->layers[s], &G->node[u].cand[choice[u]], lv, c, &f, &b);
-            efwd[v] += f;
-            ebwd[v] += b;
-        }
         struct sc_plan_cost *pc = &p->layer[G->node[v].layer];
         sc_grid_format(&c->g, p->grid[G->node[v].layer], sizeof p->grid[0]);
-        *pc = (struct sc_plan_cost){c->compute, c->halo, c->channels, efwd[v] + ebwd[v], c->ar_time, c->update,
-                                    c->memory};
+        *pc = (struct sc_plan_cost){c->compute, c->halo,   c->channels, efwd[v] + ebwd[v],
+                                    c->ar_time, c->update, c->memory};
         p->total.compute += pc->compute;
         p->total.halo += pc->halo;
         p->total.channels += pc->channels;
@@ -771,15 +828,8 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
         p->total.update += pc->update;
         p->total.memory += pc->memory;
     }
-    int pol = -1;
-    p->time = INFINITY;
-    for (int k = POL_LAYER; k <= POL_END; k++) {
-        if (o->grad_comm && strcmp(o->grad_comm, policy_name[k]))
-            continue;
-        double t = timeline(m, G, choice, efwd, ebwd, k);
-        if (t < p->time)
-            p->time = t, pol = k;
-    }
+    int pol;
+    p->time = predict(m, G, choice, o, &pol);
     if (pol < 0)
         return sc_error(SC_ERR_ARG, "the planner models --grad-comm layer, bucket:25 and end, not %s", o->grad_comm);
     snprintf(p->grad_comm, sizeof p->grad_comm, "%s", policy_name[pol]);
@@ -787,8 +837,43 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     return 0;
 }
 
-int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struct sc_plan_opts *o,
-                 struct sc_plan **out)
+/* The search's objective is additive (each allreduce less what it can
+ * hide behind), the reported time a timeline (allreduces queued on one
+ * channel, merged into buckets).  Where they disagree, the search's
+ * choice could predict slower than a plain uniform grid: take the fastest
+ * of the search's choice and every grid applied to all layers (each
+ * layer that cannot take it sample parallel), within the memory limit. */
+static void keep_best(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
+{
+    struct sc_grid grids[512], whole;
+    int ng = all_grids(m->P, grids, 512), pol, alt[G->n];
+    sc_grid_parse("", m->P, &whole);
+    double best = predict(m, G, choice, o, &pol);
+    for (int k = 0; k < ng; k++) {
+        int ok = 1;
+        for (int v = 0; v < G->n && ok; v++) {
+            const struct node *nd = &G->node[v];
+            int pick = -1;
+            for (int j = 0; j < nd->ncand && pick < 0; j++)
+                if (!memcmp(nd->cand[j].g.extent, grids[k].extent, sizeof whole.extent))
+                    pick = j;
+            for (int j = 0; j < nd->ncand && pick < 0; j++)
+                if (!memcmp(nd->cand[j].g.extent, whole.extent, sizeof whole.extent))
+                    pick = j;
+            ok = pick >= 0;
+            alt[v] = pick;
+        }
+        if (!ok || (o->mem_limit > 0 && memory_of(G, alt) > o->mem_limit))
+            continue;
+        double t = predict(m, G, alt, o, &pol);
+        if (t < best) {
+            best = t;
+            memcpy(choice, alt, sizeof alt);
+        }
+    }
+}
+
+int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struct sc_plan_opts *o, struct sc_plan **out)
 {
     *out = NULL;
     if (o->ranks < 1 || o->ranks > MAXP)
@@ -807,6 +892,8 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
     struct graph G = {0};
     struct sc_plan *p = calloc(1, sizeof *p);
     int err = p ? build_nodes(&m, o, &G) : sc_error(SC_ERR_NOMEM, "out of memory");
+    if (!err)
+        err = build_edges(&m, &G);
     int *choice = err ? NULL : calloc(G.n, sizeof *choice);
     if (!err && !choice)
         err = sc_error(SC_ERR_NOMEM, "out of memory");
@@ -819,7 +906,7 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
          * with the solution's. */
         set_hide(&G, choice);
         for (int it = 0; it < 2 && !err; it++) {
-            err = solve(&m, &G, 0, choice, &chain_time);
+            err = solve(&G, 0, choice, &chain_time);
             set_hide(&G, choice);
         }
     }
@@ -840,7 +927,7 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         int fit[G.n];
         memcpy(fit, least, sizeof fit);
         while (!err && hi < 1e6) {
-            if ((err = solve(&m, &G, hi, choice, NULL)))
+            if ((err = solve(&G, hi, choice, NULL)))
                 break;
             if (memory_of(&G, choice) <= o->mem_limit)
                 break;
@@ -848,17 +935,19 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         }
         for (int it = 0; it < 30 && !err; it++) {
             double mid = 0.5 * (lo + hi);
-            if ((err = solve(&m, &G, mid, choice, NULL)))
+            if ((err = solve(&G, mid, choice, NULL)))
                 break;
             if (memory_of(&G, choice) <= o->mem_limit)
                 hi = mid, memcpy(fit, choice, sizeof fit);
             else
                 lo = mid;
         }
-        if (!err && solve(&m, &G, hi, choice, NULL) == 0 && memory_of(&G, choice) > o->mem_limit)
+        if (!err && solve(&G, hi, choice, NULL) == 0 && memory_of(&G, choice) > o->mem_limit)
             memcpy(choice, fit, sizeof fit);
         chain_time = -1;
     }
+    if (!err && !o->grid)
+        keep_best(&m, &G, o, choice);
     if (!err)
         err = fill_plan(&m, &G, choice, o, chain_time, p);
     free(choice);
@@ -945,8 +1034,8 @@ void sc_plan_parallel_spec(const struct sc_net *net, const struct sc_plan *p, ch
 
 void sc_plan_print(FILE *fp, const struct sc_net *net, const struct sc_plan *p)
 {
-    fprintf(fp, "%-10s %-7s %9s %9s %9s %9s %9s %9s %10s\n", "layer", "grid", "compute", "halo", "channels",
-            "redist", "allreduce", "update", "memory");
+    fprintf(fp, "%-10s %-7s %9s %9s %9s %9s %9s %9s %10s\n", "layer", "grid", "compute", "halo", "channels", "redist",
+            "allreduce", "update", "memory");
     for (int l = 0; l < net->nlayers; l++) {
         if (!p->grid[l][0])
             continue;
@@ -959,8 +1048,7 @@ void sc_plan_print(FILE *fp, const struct sc_net *net, const struct sc_plan *p)
     fprintf(fp, "%-10s %-7s %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.3fms %8.2fMB\n", "total", "", 1e3 * t->compute,
             1e3 * t->halo, 1e3 * t->channels, 1e3 * t->redistribute, 1e3 * t->allreduce, 1e3 * t->update,
             t->memory / 1e6);
-    fprintf(fp, "gradient communication: --grad-comm %s (allreduce is before hiding behind backward)\n",
-            p->grad_comm);
+    fprintf(fp, "gradient communication: --grad-comm %s (allreduce is before hiding behind backward)\n", p->grad_comm);
     fprintf(fp, "predicted time per iteration: %.3f ms\n", 1e3 * p->time);
 }
 

@@ -45,14 +45,14 @@ struct sc_plan_cost {
 
 struct sc_plan {
     int nlayers;
-    char (*grid)[32];            /* each layer's grid ("" for a [route]) */
-    struct sc_plan_cost *layer;  /* each layer's share of the costs */
+    char (*grid)[32];           /* each layer's grid ("" for a [route]) */
+    struct sc_plan_cost *layer; /* each layer's share of the costs */
     struct sc_plan_cost total;
-    double time;                 /* predicted seconds per iteration */
-    char grad_comm[32];          /* as --grad-comm takes it */
-    double chain_time;           /* chains: Dryden's shortest path's optimum, which must equal
-                                  * the elimination's (a cross-check); < 0 otherwise */
-    long candidates;             /* candidates considered, over all layers */
+    double time;        /* predicted seconds per iteration */
+    char grad_comm[32]; /* as --grad-comm takes it */
+    double chain_time;  /* chains: Dryden's shortest path's optimum, which must equal
+                         * the elimination's (a cross-check); < 0 otherwise */
+    long candidates;    /* candidates considered, over all layers */
 };
 
 /* Plan (or, with o->grid, predict) net on o->ranks ranks.  SC_ERR_ARG for

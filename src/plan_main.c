@@ -50,7 +50,8 @@ static const char usage[] =
     "                       src/machine.h and models/machines/) instead of this one: the\n"
     "                       planner's choice and pure sample parallelism on 1, 2, 4, ...\n"
     "                       --max-ranks ranks, with time per iteration and speedup\n"
-    "  --max-ranks N        --machine: the most ranks to sweep to (default 1024)\n"
+    "  --max-ranks N        --machine: the most ranks to sweep to (default 1024); with\n"
+    "                       --ranks P, the plan for P ranks of that machine instead\n"
     "  -h, --help           this text\n"
     "\n"
     "calibrate times, on the machine it runs on, the kernels of every layer's forward\n"
@@ -222,7 +223,10 @@ static int machine_sweep(const struct opts *o, const struct sc_net *net)
 {
     struct sc_machine *m = NULL;
     int err = sc_machine_load(o->machine, &m);
-    if (!err)
+    if (!err && o->ranks) /* one rank count: the plan, as without --machine */
+        err =
+            sc_machine_plan(stdout, m, net, o->model, o->ranks, o->batch, o->grid, o->grad_comm, o->mem_limit, o->json);
+    else if (!err)
         err = sc_machine_sweep(stdout, m, o->machine, net, o->model, o->batch, o->max_ranks, o->json);
     sc_machine_free(m);
     return err;

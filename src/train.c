@@ -377,15 +377,16 @@ static int save_checkpoint(const struct loop_state *ls, struct sc_runtime *rt, s
 
 int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct sc_net *net)
 {
-    const char *path = o->calibration ? o->calibration
+    const char *path = o->calibration                   ? o->calibration
                        : getenv("STARCONV_CALIBRATION") ? getenv("STARCONV_CALIBRATION")
-                                                         : "starconv-calibration.txt";
+                                                        : "starconv-calibration.txt";
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
     struct sc_plan_opts po = {rt->size, o->batch, rt->ncpu, o->mem_limit, NULL, NULL};
     char how[512];
-    snprintf(how, sizeof how, "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s",
-             rt->size, o->model, o->batch, rt->ncpu, path);
+    snprintf(how, sizeof how,
+             "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s", rt->size,
+             o->model, o->batch, rt->ncpu, path);
     int err = sc_calib_load(path, &c);
     if (err == SC_ERR_IO && access(path, F_OK))
         err = sc_error(err, "--parallel auto: no calibration %s: make one with `%s`", path, how);

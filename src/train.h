@@ -65,8 +65,8 @@ struct sc_train_opts {
     int report_comm;       /* print each rank's gradient-reduction bytes at the end */
     double mem_limit;      /* bytes per rank; 0: none */
     const char *calibration; /* --parallel auto's calibration file (NULL: the default) */
-    int grad_comm_given;   /* --grad-comm was given (auto leaves it alone) */
-    char *parallel_auto;   /* the plan --parallel auto took (comm.parallel points to it) */
+    int grad_comm_given;     /* --grad-comm was given (auto leaves it alone) */
+    char *parallel_auto;     /* the plan --parallel auto took (comm.parallel points to it) */
 };
 
 void sc_train_opts_default(struct sc_train_opts *o);

@@ -266,8 +266,12 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
                 err = sc_error(SC_ERR_ARG, "--sched: unknown scheduling policy '%s' (valid: %s)", optarg,
                                sc_runtime_policies());
             break;
-        case 'g': err = sc_comm_opts_parse_grad(optarg, &o->comm), o->grad_comm_given = 1; break;
-        case 1003: o->calibration = optarg; break;
+        case 'g':
+            err = sc_comm_opts_parse_grad(optarg, &o->comm), o->grad_comm_given = 1;
+            break;
+        case 1003:
+            o->calibration = optarg;
+            break;
         case 'F': err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
         case 'P': err = parse_onoff(name, optarg, &o->comm.priorities); break;
         case 'K':

@@ -110,6 +110,29 @@ if grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
 fi
 cfg "$net" '[convolutional]' 'filters=10' 'size=1' '[softmax]' 'per_pixel=1'
 expect "per-pixel loss on image data" "needs per-pixel labels" 1 --model "$WORK/m.cfg" --data "$DATA" --iters 1
+# starconv-plan --machine: a bad machine description gets one line that
+# names its file and line, exit status 2, and nothing on stdout.
+expect_plan() {
+  name=$1 pattern=$2
+  shift 2
+  "$TOP_BUILDDIR/starconv-plan" "$@" >"$WORK/stdout" 2>"$WORK/stderr"
+  rc=$?
+  nlines=$(grep -c . "$WORK/stderr")
+  if [ $rc -eq 2 ] && [ "$nlines" -eq 1 ] && grep -q -- "$pattern" "$WORK/stderr" && [ ! -s "$WORK/stdout" ]; then
+    ok "$name: $(cat "$WORK/stderr")"
+  else
+    fail "$name: status $rc (want 2), error lines: $nlines, want /$pattern/"
+    cat "$WORK/stderr"
+  fi
+}
+printf '%s\n' 'starconv-machine 1' 'ranks-per-node 4' 'intra-node 5e-6 fast' >"$WORK/machine.txt"
+expect_plan "malformed machine line" "^starconv-plan: $WORK/machine.txt:3: 'intra-node': 'fast' is not a number" \
+  --machine "$WORK/machine.txt" --model "$MODELS/lenet.cfg"
+printf '%s\n' 'starconv-machine 1' 'ranks-per-node 4' 'intra-node 5e-6 32e9' 'inter-node 1e-5 25e9' 'task 1e-5' \
+  'calibration gpu-times.txt  # made elsewhere' >"$WORK/machine.txt"
+expect_plan "machine file naming a missing calibration" \
+  "^starconv-plan: $WORK/machine.txt:6: calibration gpu-times.txt: cannot read calibration $WORK/gpu-times.txt" \
+  --machine "$WORK/machine.txt" --model "$MODELS/lenet.cfg"
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
   "$TRAIN" --list-sched | grep -qw dmda; then
   ok "--list-sched prints the policy names"

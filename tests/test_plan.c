@@ -57,9 +57,9 @@ static int add_kernel(void *ctx, const struct sc_layer_work *w, const char *key)
         b = w->kind == SC_WORK_CONV ? D1 : D2;
         g = w->kind == SC_WORK_CONV ? G1 : G2;
     } else if (f->mode == WORK) {
-        double macs = w->kind == SC_WORK_CONV
-                          ? (double)w->conv.n * w->conv.c * w->conv.f * w->conv.oh * w->conv.ow * w->conv.kh * w->conv.kw
-                          : (double)w->fc.n * w->fc.in * w->fc.out;
+        double macs = w->kind == SC_WORK_CONV ? (double)w->conv.n * w->conv.c * w->conv.f * w->conv.oh * w->conv.ow *
+                                                    w->conv.kh * w->conv.kw
+                                              : (double)w->fc.n * w->fc.in * w->fc.out;
         a = b = g = macs * 1e-10;
     }
     return sc_calib_add_kernel(f->c, key, a, b, g);
@@ -141,8 +141,8 @@ static void test_allreduce_timeline(void)
     sc_plan_free(p);
     struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end"};
     sc_plan_make(net, c, &o, &p);
-    check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g",
-          p ? p->time : -1, end);
+    check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g", p ? p->time : -1,
+          end);
     sc_plan_free(p);
     sc_calib_free(c);
     sc_net_destroy(net);
@@ -170,8 +170,7 @@ static void test_redistribution_and_halo(void)
     check(p && !strcmp(p->grid[0], "h2") && !strcmp(p->grid[1], "n2"), "cfg parallel= kept: %s %s",
           p ? p->grid[0] : "?", p ? p->grid[1] : "?");
     check(p && near(p->layer[1].redistribute, 2 * (a + 1024 * b + 3072 / s)),
-          "h2 -> n2: %.9g = 2 (alpha + 1024 beta + (1024 + 2048) / stream)",
-          p ? p->layer[1].redistribute : -1);
+          "h2 -> n2: %.9g = 2 (alpha + 1024 beta + (1024 + 2048) / stream)", p ? p->layer[1].redistribute : -1);
     check(p && p->layer[1].halo == 0 && p->layer[2].redistribute == 0, "n2 layers: no halo, no redistribution");
     sc_plan_free(p);
     /* The region tasks' copies (at the stream bandwidth) would hide part
@@ -205,8 +204,7 @@ static void test_channels(void)
     sc_calib_add_allreduce(c, 2, 4, 0);
     sc_calib_add_allreduce(c, 2, 8, 0);
     struct sc_plan *p = plan(net, c, 2, 2, NULL, 0);
-    check(p && near(p->layer[1].redistribute, 2 * a + 512 * b + 1280 / s),
-          "f2 -> f2: allgather + reduce-scatter %.9g",
+    check(p && near(p->layer[1].redistribute, 2 * a + 512 * b + 1280 / s), "f2 -> f2: allgather + reduce-scatter %.9g",
           p ? p->layer[1].redistribute : -1);
     check(p && near(p->layer[2].redistribute, 512 / s), "f2 -> c2: same channels, a local copy each way");
     check(p && near(p->layer[2].channels, 2 * a + 512 * b + 1280 / s), "c2: reduce-scatter + allgather %.9g",
@@ -254,8 +252,7 @@ static void test_search_follows_network(void)
     double slow_time = p ? p->time : 0;
     sc_plan_free(p);
     struct sc_plan *n2 = plan(net, c, 2, 2, "n2", 0);
-    check(n2 && slow_time <= n2->time, "the plan (%.6g s) is no slower than n2 (%.6g s)", slow_time,
-          n2 ? n2->time : 0);
+    check(n2 && slow_time <= n2->time, "the plan (%.6g s) is no slower than n2 (%.6g s)", slow_time, n2 ? n2->time : 0);
     sc_plan_free(n2);
     sc_calib_free(c);
     c = calib(1e-2, 1e-6);
@@ -277,8 +274,7 @@ static void test_search_follows_network(void)
     sc_plan_free(p);
     struct sc_plan_opts o = {2, 2, 1, 1000, NULL, NULL};
     int err = sc_plan_make(net, c, &o, &p);
-    check(err == SC_ERR_ARG && strstr(sc_last_error(), "mem-limit"), "--mem-limit 1000: refused (%s)",
-          sc_last_error());
+    check(err == SC_ERR_ARG && strstr(sc_last_error(), "mem-limit"), "--mem-limit 1000: refused (%s)", sc_last_error());
     sc_calib_free(c);
     sc_net_destroy(net);
 }
