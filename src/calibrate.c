@@ -74,13 +74,18 @@ static void cpu_model(char *buf, size_t len)
 #define STREAM_FLOATS ((size_t)16 << 20)
 #define STREAM_PASSES 7
 
-int sc_calibrate_machine(struct sc_calib *c)
+int sc_calibrate_machine_name(char *name, size_t len)
 {
     char model[96];
     cpu_model(model, sizeof model);
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    c->cores = cores > 0 ? (int)cores : 1;
-    snprintf(c->machine, sizeof c->machine, "%s, %d cores", model, c->cores);
+    snprintf(name, len, "%s, %ld cores", model, cores > 0 ? cores : 1);
+    return cores > 0 ? (int)cores : 1;
+}
+
+int sc_calibrate_machine(struct sc_calib *c)
+{
+    c->cores = sc_calibrate_machine_name(c->machine, sizeof c->machine);
 
     size_t bytes = STREAM_FLOATS * sizeof(float);
     float *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);

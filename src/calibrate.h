@@ -14,6 +14,9 @@
  * stream, the bytes per second (read plus written) one thread copies
  * between two arrays much larger than the caches.  No StarPU, no MPI. */
 int sc_calibrate_machine(struct sc_calib *c);
+/* This machine's name as sc_calibrate_machine writes it (a calibration
+ * made elsewhere has another); returns its online cores. */
+int sc_calibrate_machine_name(char *name, size_t len);
 
 /* Times every kernel the model of net under o may look up
  * (sc_plan_kernels) that c does not hold yet: forward, backward data and

@@ -6,6 +6,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "calibrate.h"
 #include "plan.h"
 #include "trace_run.h"
 #include "train.h"
@@ -392,6 +393,10 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
         err = sc_error(err, "--parallel auto: no calibration %s: make one with `%s`", path, how);
     else if (err)
         err = sc_error(err, "--parallel auto: %s", sc_last_error());
+    char here[sizeof c->machine];
+    if (!err && (sc_calibrate_machine_name(here, sizeof here), strcmp(here, c->machine)))
+        err = sc_error(SC_ERR_PARSE, "--parallel auto: %s was made on '%s', not on this machine ('%s'): make one with `%s`",
+                       path, c->machine, here, how);
     if (!err && (err = sc_plan_make(net, c, &po, &p)) == SC_ERR_PARSE)
         err = sc_error(err, "--parallel auto: %s: %s; extend it with `%s`", path, sc_last_error(), how);
     if (!err && !(o->parallel_auto = malloc(8192)))
