@@ -26,6 +26,7 @@ int sc_calib_new(struct sc_calib **out)
     if (!(*out = c))
         return sc_error(SC_ERR_NOMEM, "out of memory for a calibration");
     c->p2p_alpha = c->p2p_beta = -1;
+    c->p2p_node_alpha = c->p2p_node_beta = -1;
     return 0;
 }
 
@@ -202,6 +203,8 @@ static int write_body(FILE *fp, const void *ctx)
         fprintf(fp, "workers %d\n", c->workers);
     if (c->p2p_alpha >= 0)
         fprintf(fp, "p2p %.9g %.9g\n", c->p2p_alpha, c->p2p_beta);
+    if (c->ranks_per_node > 0)
+        fprintf(fp, "node %d %.9g %.9g\n", c->ranks_per_node, c->p2p_node_alpha, c->p2p_node_beta);
     if (c->task > 0)
         fprintf(fp, "task %.9g\n", c->task);
     if (c->stream > 0)
@@ -226,6 +229,12 @@ int sc_calib_save(const struct sc_calib *c, const char *path)
                         "%s: not saved: a time of the calibration is not finite (p2p %g %g, task %g, "
                         "stream %g)",
                         path, c->p2p_alpha, c->p2p_beta, c->task, c->stream);
+    if (c->ranks_per_node < 0 ||
+        (c->ranks_per_node > 0 && (!valid_time(c->p2p_node_alpha) || !valid_time(c->p2p_node_beta))))
+        return sc_error(SC_ERR_ARG,
+                        "%s: not saved: %d ranks per node with the within-node link %g %g (ranks per node "
+                        ">= 1 with a finite link >= 0, or 0 for one level)",
+                        path, c->ranks_per_node, c->p2p_node_alpha, c->p2p_node_beta);
     return sc_write_atomic(path, write_body, c);
 }
 
@@ -233,10 +242,11 @@ struct parser {
     const char *path;
     int line;
     struct sc_calib *c;
-    int seen[7]; /* the line of each one-off record (index: record_names) */
+    int seen[8]; /* the line of each one-off record (index: record_names) */
 };
 
-static const char *const record_names[7] = {CALIB_MAGIC, "machine", "cores", "workers", "p2p", "task", "stream"};
+static const char *const record_names[8] = {CALIB_MAGIC, "machine", "cores",  "workers",
+                                            "p2p",       "task",    "stream", "node"};
 
 __attribute__((format(printf, 2, 3))) static int bad(const struct parser *ps, const char *fmt, ...)
 {
@@ -422,11 +432,22 @@ static int parse_line(struct parser *ps, char *p)
         *(is_task ? &c->task : &c->stream) = v[0];
         return 0;
     }
+    if (!strcmp(rec, "node")) {
+        const char *what = "ranks per node and 2 numbers (alpha s, beta s/byte)";
+        double n;
+        if ((err = numbers(ps, &p, rec, what, 1, &n, 1, 1)) || (err = numbers(ps, &p, rec, what, 2, v, 0, 0)) ||
+            (err = once(ps, 7)))
+            return err;
+        c->ranks_per_node = (int)n;
+        c->p2p_node_alpha = v[0];
+        c->p2p_node_beta = v[1];
+        return 0;
+    }
     if (!strcmp(rec, "allreduce"))
         return parse_allreduce(ps, p);
     if (!strcmp(rec, "kernel"))
         return parse_kernel(ps, p);
-    return bad(ps, "unknown record '%s' (machine, cores, workers, p2p, task, stream, allreduce, kernel)", rec);
+    return bad(ps, "unknown record '%s' (machine, cores, workers, p2p, node, task, stream, allreduce, kernel)", rec);
 }
 
 static int parse_buffer(char *buf, size_t n, const char *path, struct sc_calib *c)

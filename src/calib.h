@@ -7,6 +7,11 @@
  *   cores 2                            (cores the ranks share)
  *   workers 1                          (CPU workers per rank of the compute times)
  *   p2p <alpha s> <beta s/byte>        (StarPU-MPI, every rank sending b bytes at once: alpha + beta b)
+ *   node <ranks per node> <alpha s> <beta s/byte>
+ *                                      (optional, a second level: messages between ranks r
+ *                                       and q of one node, r / ranks == q / ranks, take this
+ *                                       link, the others p2p's; without it every message
+ *                                       takes p2p's)
  *   task <s>                           (a task's overhead: submission to end)
  *   stream <bytes/s>                   (memory streamed by one worker)
  *   allreduce <group> <bytes> <s>      (the task-based ring allreduce, per group size)
@@ -19,8 +24,9 @@
  * them inside it read as one space).  '#' starts a comment, to the end of
  * the line (a machine text's '#' is saved as a space).  Numbers are
  * finite and >= 0; counts and groups whole and >= 1.  What was not
- * measured is left out: cores, workers, task and stream then read 0, and
- * p2p_alpha and p2p_beta -1. */
+ * measured is left out: cores, workers, task, stream and ranks_per_node
+ * then read 0, and p2p_alpha, p2p_beta, p2p_node_alpha and p2p_node_beta
+ * -1. */
 #ifndef SC_CALIB_H
 #define SC_CALIB_H
 
@@ -43,6 +49,13 @@ struct sc_calib {
     char machine[128];
     int cores, workers;
     double p2p_alpha, p2p_beta; /* < 0: not measured (a calibration on one rank) */
+    /* Two levels (the node record): ranks r and q with r / ranks_per_node
+     * == q / ranks_per_node share a node and exchange over the within-node
+     * link p2p_node_alpha + p2p_node_beta b; p2p_alpha and p2p_beta are
+     * then the between-node link.  ranks_per_node 0: one level, every
+     * message at p2p_alpha + p2p_beta b (the node link -1, unused). */
+    int ranks_per_node;
+    double p2p_node_alpha, p2p_node_beta;
     double task;
     double stream;
     struct sc_calib_kernel *kernels;
@@ -51,7 +64,7 @@ struct sc_calib {
     int npoints, cap_points;
 };
 
-/* An empty calibration (nothing measured: p2p_alpha < 0). */
+/* An empty calibration (nothing measured: p2p_alpha < 0, one level). */
 int sc_calib_new(struct sc_calib **out);
 void sc_calib_free(struct sc_calib *c);
 /* Read path; SC_ERR_IO when it cannot be read, SC_ERR_PARSE with

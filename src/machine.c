@@ -347,10 +347,11 @@ int sc_machine_nodes(const struct sc_machine *m, int ranks)
  * lays N out slowest, W fastest), and a calibration keys allreduce times
  * by group size only; so a group is taken to be spread over as many of
  * the P ranks' nodes as it can reach, evenly: k = min(g, nodes),
- * l = g / k.  That is the worst placement, like the p2p link below:
- * exact for a sample-parallel group of all P ranks and for groups of one
- * rank per node (channels split within a node, samples across, as in
- * SC'19), pessimistic for a group that a grid keeps within fewer nodes. */
+ * l = g / k.  That is the worst placement: exact for a sample-parallel
+ * group of all P ranks and for groups of one rank per node (channels
+ * split within a node, samples across, as in SC'19), pessimistic for a
+ * group that a grid keeps within fewer nodes.  (Point-to-point messages,
+ * below, know their ranks and take the link between them.) */
 double sc_machine_allreduce(const struct sc_machine *m, int ranks, int group, double bytes)
 {
     if (group <= 1)
@@ -455,21 +456,19 @@ int sc_machine_calib(const struct sc_machine *m, const struct sc_net *net, int r
     snprintf(c->machine, sizeof c->machine, "%.80s, %d ranks on %d nodes", m->name, ranks, sc_machine_nodes(m, ranks));
     c->cores = 0; /* one rank per device: nothing shared */
     c->workers = 1;
-    /* The planner prices every message with one alpha + beta b.  Within a
-     * node that is the device-to-device link.  Beyond one node it is the
-     * network, at a rank's share of its node's bandwidth: an exchange
-     * ends with its slowest message, and once ranks span nodes the
-     * redistributions, channel collectives and most halo exchanges have
-     * a message that leaves the node, while the node's ranks all
-     * exchange at once.  The worst link, then: pessimistic for halos
-     * that stay within a node (spatial neighbours are adjacent ranks). */
-    if (ranks <= m->ranks_per_node) {
-        c->p2p_alpha = m->intra_latency;
-        c->p2p_beta = ranks > 1 ? 1 / m->intra_bandwidth : 0;
-    } else {
-        c->p2p_alpha = m->inter_latency;
-        c->p2p_beta = m->ranks_per_node / m->inter_bandwidth;
-    }
+    /* Two levels (src/calib.h's node record): the planner prices a
+     * message between ranks of one node (rank / ranks_per_node, the
+     * order of base/grid.h) on the device-to-device link, and any other
+     * on the network, at a rank's share of its node's bandwidth: the
+     * node's ranks exchange at once (a redistribution, a channel
+     * collective), so they share its adapter.  That share is pessimistic
+     * where only some of a node's ranks send off the node (a halo along H
+     * between two nodes). */
+    c->ranks_per_node = m->ranks_per_node;
+    c->p2p_node_alpha = m->intra_latency;
+    c->p2p_node_beta = m->intra_bandwidth > 0 ? 1 / m->intra_bandwidth : 0; /* none: one rank per node */
+    c->p2p_alpha = m->inter_latency;
+    c->p2p_beta = m->ranks_per_node / m->inter_bandwidth;
     c->task = m->task;
     c->stream = m->memory;
     for (int g = 2; g <= ranks && !err; g++) {

@@ -97,6 +97,8 @@ struct model {
     int P, B, W;
     double oversub; /* ranks x workers over cores */
     const char *missing_layer;
+    int rpn; /* ranks per node: > 0, two levels (the calibration's node record);
+              * 0, one level */
 };
 
 struct exch {
@@ -109,21 +111,47 @@ static double p2p(const struct model *m, int msgs, double bytes)
     return msgs * m->c->p2p_alpha + bytes * m->c->p2p_beta;
 }
 
+/* Two levels: what a rank receives from ranks of its node (in_msgs
+ * messages, in_bytes) over the within-node link, and from the others
+ * over the between-node link.  The two are separate links (NVLink or
+ * shared memory, and the network adapter), which carry their messages at
+ * the same time: the exchange waits for the slower of them, not for
+ * their sum. */
+static double p2p_levels(const struct model *m, int in_msgs, double in_bytes, int out_msgs, double out_bytes)
+{
+    double ti = in_msgs ? in_msgs * m->c->p2p_node_alpha + in_bytes * m->c->p2p_node_beta : 0;
+    double to = out_msgs ? out_msgs * m->c->p2p_alpha + out_bytes * m->c->p2p_beta : 0;
+    return ti > to ? ti : to;
+}
+
+static int same_node(const struct model *m, int r, int q)
+{
+    return q >= 0 && q / m->rpn == r / m->rpn;
+}
+
 /* Ranks that stand for all of a grid: its first, its middle and its last
  * along every dimension (an edge rank has one neighbour, a middle one
  * two), so that the model costs O(sum of extents), not O(P^2), per
- * exchange and plans for 1024 ranks stay quick. */
-static int representatives(const struct sc_grid *g, int out[3])
+ * exchange and plans for 1024 ranks stay quick.  With two levels (rpn >
+ * 0, fewer than the grid's ranks), also the last rank of the first node
+ * and the first of the second: ranks at a node's edge are those whose
+ * pieces come partly from another node. */
+#define MAXREPS 5
+static int representatives(const struct sc_grid *g, int rpn, int out[MAXREPS])
 {
-    int c[3][SC_NDIMS], n = 0;
+    int c[3][SC_NDIMS], r[MAXREPS], n = 0, k = 0;
     for (int d = 0; d < SC_NDIMS; d++)
         c[0][d] = 0, c[1][d] = g->extent[d] / 2, c[2][d] = g->extent[d] - 1;
-    for (int k = 0; k < 3; k++) {
-        int r = sc_grid_rank(g, c[k]), dup = 0;
+    for (; k < 3; k++)
+        r[k] = sc_grid_rank(g, c[k]);
+    if (rpn > 0 && rpn < g->size)
+        r[k++] = rpn - 1, r[k++] = rpn;
+    for (int j = 0; j < k; j++) {
+        int dup = 0;
         for (int i = 0; i < n; i++)
-            dup |= out[i] == r;
+            dup |= out[i] == r[j];
         if (!dup)
-            out[n++] = r;
+            out[n++] = r[j];
     }
     return n;
 }
@@ -136,8 +164,9 @@ static int overlap(int a0, int an, int b0, int bn)
 
 /* Along one dimension of L's grid (extent e) splitting n elements: the
  * elements of [w0, w0 + wn) its coordinates hold, summed (*sum), how many
- * coordinates hold some (*count), and what coordinate own holds (*mine). */
-static void along(int n, int e, int w0, int wn, int own, double *sum, int *count, double *mine)
+ * coordinates hold some (*count), what coordinate own holds (*mine), and,
+ * when each is not NULL, what each coordinate k holds (each[k]). */
+static void along(int n, int e, int w0, int wn, int own, double *sum, int *count, double *mine, int *each)
 {
     *sum = *mine = 0, *count = 0;
     for (int k = 0; k < e; k++) {
@@ -147,6 +176,8 @@ static void along(int n, int e, int w0, int wn, int own, double *sum, int *count
         *sum += o, *count += o > 0;
         if (k == own)
             *mine = o;
+        if (each)
+            each[k] = o;
     }
 }
 
@@ -171,7 +202,12 @@ static void channels_at(const struct sc_layout *L, int cc, int ff, int *ch0, int
  * each sender and copied or summed into place by one at the receiver.  A
  * layout is a product of block distributions (samples over N, rows over
  * H, columns over W, channel parts over C and F), so the pieces' volume
- * is a product of sums along each. */
+ * is a product of sums along each.
+ *
+ * With two levels, the part of it from the receiver's own node is summed
+ * over the node's ranks (at most ranks-per-node of them, each piece a
+ * product of the overlaps along each dimension at the sender's
+ * coordinates), and the rest comes from other nodes. */
 static struct exch exchange(const struct model *m, const struct sc_layout *src, const struct sc_layout *dst, int copy)
 {
     struct exch e = {0, 0};
@@ -179,21 +215,36 @@ static struct exch exchange(const struct model *m, const struct sc_layout *src, 
         return e;
     unsigned rep = copy ? sc_layout_replicated(src) : 0;
     const struct sc_grid *g = &src->grid;
-    int reps[3], nrep = representatives(&dst->grid, reps);
+    int gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F);
+    int reps[MAXREPS], nrep = representatives(&dst->grid, m->rpn, reps);
+    /* Two levels: what each coordinate of src's grid holds of the
+     * receiver's block, along N, H, W, and C x F (F fastest). */
+    int two = m->rpn > 0;
+    int on[two ? ext(g, SC_DIM_N) : 1], oh[two ? ext(g, SC_DIM_H) : 1], ow[two ? ext(g, SC_DIM_W) : 1];
+    int ocf[two ? gc * gf : 1];
     for (int i = 0; i < nrep; i++) {
-        int r = reps[i], cs[SC_NDIMS], s0, sn, c0, cn;
+        /* r's block of dst (sc_layout_rank_samples, _box and _channels
+         * from its coordinates, converted once) */
+        int r = reps[i], cs[SC_NDIMS], cd[SC_NDIMS], s0, sn, c0, cn, r0, rn, k0, kn;
         sc_grid_coords(g, r, cs);
-        sc_layout_rank_samples(dst, r, &s0, &sn);
-        struct sc_box need = sc_layout_box(dst, r);
-        sc_layout_channels(dst, r, &c0, &cn);
+        sc_grid_coords(&dst->grid, r, cd);
+        sc_block_range(dst->batch, ext(&dst->grid, SC_DIM_N), cd[SC_DIM_N], &s0, &sn);
+        sc_block_range(dst->h, ext(&dst->grid, SC_DIM_H), cd[SC_DIM_H], &r0, &rn);
+        sc_block_range(dst->w, ext(&dst->grid, SC_DIM_W), cd[SC_DIM_W], &k0, &kn);
+        struct sc_box need = {r0, r0 + rn, k0, k0 + kn};
+        channels_at(dst, cd[SC_DIM_C], cd[SC_DIM_F], &c0, &cn);
         double S[4], own[4];
         int cnt[4];
-        along(src->batch, ext(g, SC_DIM_N), s0, sn, cs[SC_DIM_N], &S[0], &cnt[0], &own[0]);
-        along(src->h, ext(g, SC_DIM_H), need.r0, need.r1 - need.r0, cs[SC_DIM_H], &S[1], &cnt[1], &own[1]);
-        along(src->w, ext(g, SC_DIM_W), need.c0, need.c1 - need.c0, cs[SC_DIM_W], &S[2], &cnt[2], &own[2]);
+        along(src->batch, ext(g, SC_DIM_N), s0, sn, cs[SC_DIM_N], &S[0], &cnt[0], &own[0], two ? on : NULL);
+        along(src->h, ext(g, SC_DIM_H), need.r0, need.r1 - need.r0, cs[SC_DIM_H], &S[1], &cnt[1], &own[1],
+              two ? oh : NULL);
+        along(src->w, ext(g, SC_DIM_W), need.c0, need.c1 - need.c0, cs[SC_DIM_W], &S[2], &cnt[2], &own[2],
+              two ? ow : NULL);
         S[3] = own[3] = 0, cnt[3] = 0;
-        for (int cc = 0; cc < ext(g, SC_DIM_C); cc++)
-            for (int ff = 0; ff < ext(g, SC_DIM_F); ff++) {
+        for (int cc = 0; cc < gc; cc++)
+            for (int ff = 0; ff < gf; ff++) {
+                if (two)
+                    ocf[cc * gf + ff] = 0;
                 if (((rep & SC_CDIMS_C) && cc != cs[SC_DIM_C]) || ((rep & SC_CDIMS_F) && ff != cs[SC_DIM_F]))
                     continue;
                 int h0, hn;
@@ -202,12 +253,35 @@ static struct exch exchange(const struct model *m, const struct sc_layout *src, 
                 S[3] += o, cnt[3] += o > 0;
                 if (cc == cs[SC_DIM_C] && ff == cs[SC_DIM_F])
                     own[3] = o;
+                if (two)
+                    ocf[cc * gf + ff] = o;
             }
         double mine = own[0] * own[1] * own[2] * own[3];
         double bytes = 4 * (S[0] * S[1] * S[2] * S[3] - mine);
         int msgs = cnt[0] * cnt[1] * cnt[2] * cnt[3] - (mine > 0);
         double assembled = 4.0 * sn * sc_box_area(need) * cn;
-        double t = p2p(m, msgs, bytes) + (msgs + 1) * m->c->task + (bytes + assembled) / m->c->stream;
+        double comm;
+        if (two) {
+            /* The pieces from the other ranks of r's node (the source of
+             * a piece at coordinates cq is the rank sc_grid_rank(g, cq)). */
+            int q0 = r / m->rpn * m->rpn, q1 = q0 + m->rpn < g->size ? q0 + m->rpn : g->size, in_msgs = 0;
+            int cq[SC_NDIMS];
+            double in_bytes = 0;
+            sc_grid_coords(g, q0, cq);
+            for (int q = q0; q < q1; q++) {
+                double piece = (double)on[cq[SC_DIM_N]] * oh[cq[SC_DIM_H]] * ow[cq[SC_DIM_W]] *
+                               ocf[cq[SC_DIM_C] * gf + cq[SC_DIM_F]];
+                if (q != r)
+                    in_bytes += 4 * piece, in_msgs += piece > 0;
+                /* the next rank's coordinates: W fastest (base/grid.h) */
+                for (int d = SC_NDIMS - 1; d >= 0 && ++cq[d] == g->extent[d]; d--)
+                    cq[d] = 0;
+            }
+            comm = p2p_levels(m, in_msgs, in_bytes, msgs - in_msgs, bytes - in_bytes);
+        } else {
+            comm = p2p(m, msgs, bytes);
+        }
+        double t = comm + (msgs + 1) * m->c->task + (bytes + assembled) / m->c->stream;
         if (t > e.seconds)
             e.seconds = t;
         if (bytes > e.bytes)
@@ -226,13 +300,13 @@ static struct block block_of(int B, int W, const struct sc_layer *l, const struc
 {
     struct block b;
     struct sc_layout in = layout_in(l, g, B), out = layout_out(l, g, B);
-    int gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F), reps[3];
+    int gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F), reps[MAXREPS];
     b.nr = B / ext(g, SC_DIM_N);
     b.tiles = b.nr < W ? b.nr : W;
     b.nt = (b.nr + b.tiles - 1) / b.tiles;
     b.cin = l->in.c / sc_layout_channel_parts(&in);
     b.cout = l->mixes_channels ? l->out.c / gf : l->out.c / (gc * gf);
-    int r = reps[representatives(g, reps) > 1 ? 1 : 0];
+    int r = reps[representatives(g, 0, reps) > 1 ? 1 : 0];
     b.ib = sc_layout_box(&in, r);
     b.ob = sc_layout_box(&out, r);
     return b;
@@ -412,6 +486,50 @@ static double share_params(const struct sc_layer *l, const struct sc_grid *g)
     return (double)l->tensors[0].count / (gc * gf) + (double)l->tensors[1].count / gf;
 }
 
+/* Two levels: the messages of a halo of rank r under g (need around its
+ * block own, per_cell bytes per row x column) on each link.  Each piece
+ * comes from the neighbour holding it (sc_grid_neighbor along H, W, and
+ * both for a corner).  The messages are those the one-level model counts
+ * (a side per border the halo crosses; the corners on their own only
+ * when it crosses all four): with fewer, a corner travels with its side
+ * along H. */
+static double halo_levels(const struct model *m, const struct sc_grid *g, int r, struct sc_box need, struct sc_box own,
+                          double per_cell)
+{
+    /* The halo's rows above, beside and below own, and its columns left,
+     * beside and right. */
+    int rl[3] = {overlap(need.r0, need.r1 - need.r0, need.r0, own.r0 - need.r0),
+                 overlap(need.r0, need.r1 - need.r0, own.r0, own.r1 - own.r0),
+                 overlap(need.r0, need.r1 - need.r0, own.r1, need.r1 - own.r1)};
+    int cl[3] = {overlap(need.c0, need.c1 - need.c0, need.c0, own.c0 - need.c0),
+                 overlap(need.c0, need.c1 - need.c0, own.c0, own.c1 - own.c0),
+                 overlap(need.c0, need.c1 - need.c0, own.c1, need.c1 - own.c1)};
+    int side[4] = {(need.r0 < own.r0), (need.r1 > own.r1), (need.c0 < own.c0), (need.c1 > own.c1)};
+    int corners = side[0] && side[1] && side[2] && side[3], in_msgs = 0, out_msgs = 0;
+    double in_bytes = 0, out_bytes = 0;
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) {
+            if (i == 1 && j == 1)
+                continue;
+            double area = (double)rl[i] * cl[j];
+            int msg, q;
+            if (i == 1) { /* left or right */
+                msg = side[2 + j / 2];
+                q = sc_grid_neighbor(g, r, SC_DIM_W, j - 1);
+            } else { /* above or below, a corner with it unless on its own */
+                msg = side[i / 2] && (j == 1 || corners);
+                q = sc_grid_neighbor(g, r, SC_DIM_H, i - 1);
+                if (j != 1 && corners && q >= 0)
+                    q = sc_grid_neighbor(g, q, SC_DIM_W, j - 1);
+            }
+            if (same_node(m, r, q))
+                in_msgs += msg, in_bytes += per_cell * area;
+            else
+                out_msgs += msg, out_bytes += per_cell * area;
+        }
+    return p2p_levels(m, in_msgs, in_bytes, out_msgs, out_bytes);
+}
+
 /* Halo exchange of x (forward) and dy (backward) of a spatially split
  * windowed layer, for the busiest rank; what the interior's computation
  * does not hide.  fwd and bwd: the layer's compute. */
@@ -422,7 +540,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
     if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0)
         return;
     struct sc_layout in = layout_in(l, g, m->B), out = layout_out(l, g, m->B);
-    int reps[3], nrep = representatives(g, reps);
+    int reps[MAXREPS], nrep = representatives(g, m->rpn, reps);
     for (int i = 0; i < nrep; i++) {
         int r = reps[i];
         struct sc_box ib = sc_layout_box(&in, r), ob = sc_layout_box(&out, r);
@@ -444,8 +562,10 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         double inner =
             sc_box_area(ob) ? (double)(i1 > i0 ? i1 - i0 : 0) * (j1 > j0 ? j1 - j0 : 0) / sc_box_area(ob) : 0;
         double bx = 4.0 * b->nr * b->cin * ax, bdy = 4.0 * b->nr * b->cout * ady;
-        double tf = p2p(m, nx, bx) + nx * m->c->task + 2 * bx / m->c->stream - inner * fwd;
-        double tb = p2p(m, ndy, bdy) + ndy * m->c->task + 2 * bdy / m->c->stream - inner * bwd;
+        double cx = m->rpn > 0 ? halo_levels(m, g, r, need, ib, 4.0 * b->nr * b->cin) : p2p(m, nx, bx);
+        double cdy = m->rpn > 0 ? halo_levels(m, g, r, need_dy, ob, 4.0 * b->nr * b->cout) : p2p(m, ndy, bdy);
+        double tf = cx + nx * m->c->task + 2 * bx / m->c->stream - inner * fwd;
+        double tb = cdy + ndy * m->c->task + 2 * bdy / m->c->stream - inner * bwd;
         if (tf > *hf)
             *hf = tf;
         if (tb > *hb)
@@ -627,8 +747,31 @@ static double edge_cost(const struct model *m, const struct sc_layer *lu, const 
     return *fwd + *bwd;
 }
 
+/* Whether edges e and f cost the same: what edge_cost reads of their
+ * layers (u's output shape, v's input shape and kind) and the same
+ * candidate grids at each end (a ResNet's blocks repeat their edges). */
+static int same_edge(const struct model *m, const struct graph *G, const struct edge *e, const struct edge *f)
+{
+    const struct sc_layer *ue = &m->net->layers[G->node[e->u].layer], *uf = &m->net->layers[G->node[f->u].layer];
+    const struct sc_layer *ve = &m->net->layers[G->node[e->v].layer], *vf = &m->net->layers[G->node[f->v].layer];
+    if (memcmp(&ue->out, &uf->out, sizeof ue->out) || memcmp(&ve->in, &vf->in, sizeof ve->in) ||
+        ve->mixes_channels != vf->mixes_channels || ve->dx_is_dy != vf->dx_is_dy)
+        return 0;
+    const struct node *ends[2][2] = {{&G->node[e->u], &G->node[f->u]}, {&G->node[e->v], &G->node[f->v]}};
+    for (int k = 0; k < 2; k++) {
+        const struct node *a = ends[k][0], *b = ends[k][1];
+        if (a->ncand != b->ncand)
+            return 0;
+        for (int i = 0; i < a->ncand; i++)
+            if (memcmp(a->cand[i].g.extent, b->cand[i].g.extent, sizeof a->cand[i].g.extent))
+                return 0;
+    }
+    return 1;
+}
+
 /* Every edge's cost matrix, once: the searches under different memory
- * prices and hiding budgets reuse them. */
+ * prices and hiding budgets reuse them, and an edge like one before it
+ * copies its matrix. */
 static int build_edges(const struct model *m, struct graph *G)
 {
     const struct sc_net *net = m->net;
@@ -646,6 +789,13 @@ static int build_edges(const struct model *m, struct graph *G)
             e->u = u, e->v = v;
             if (!(e->cost = malloc(sizeof(double) * nu->ncand * nv->ncand)))
                 return sc_error(SC_ERR_NOMEM, "out of memory");
+            int like = 0;
+            while (like < G->nedges - 1 && !same_edge(m, G, &G->edge[like], e))
+                like++;
+            if (like < G->nedges - 1) {
+                memcpy(e->cost, G->edge[like].cost, sizeof(double) * nu->ncand * nv->ncand);
+                continue;
+            }
             for (int a = 0; a < nu->ncand; a++)
                 for (int b = 0; b < nv->ncand; b++) {
                     double f, bw;
@@ -884,7 +1034,13 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         return sc_error(SC_ERR_PARSE, "the calibration has no communication times (it was made on one rank)");
     if (c->stream <= 0)
         return sc_error(SC_ERR_PARSE, "the calibration has no memory bandwidth (stream)");
-    struct model m = {net, c, o->ranks, o->batch, o->workers > 0 ? o->workers : c->workers, 1, NULL};
+    if (c->ranks_per_node < 0 ||
+        (c->ranks_per_node > 0 && !(c->p2p_node_alpha >= 0 && c->p2p_node_beta >= 0 && isfinite(c->p2p_node_alpha) &&
+                                    isfinite(c->p2p_node_beta))))
+        return sc_error(SC_ERR_ARG,
+                        "the calibration's within-node link (%d ranks per node, %g s, %g s/byte) is not valid",
+                        c->ranks_per_node, c->p2p_node_alpha, c->p2p_node_beta);
+    struct model m = {net, c, o->ranks, o->batch, o->workers > 0 ? o->workers : c->workers, 1, NULL, c->ranks_per_node};
     if (m.W < 1)
         m.W = 1;
     if (c->cores > 0 && (double)m.P * m.W > c->cores)

@@ -69,8 +69,9 @@ static void keys(void)
 static void kernels(void)
 {
     struct sc_calib *c;
-    check(sc_calib_new(&c) == 0 && c->p2p_alpha < 0 && c->nkernels == 0 && c->npoints == 0,
-          "a new calibration holds nothing, p2p not measured");
+    check(sc_calib_new(&c) == 0 && c->p2p_alpha < 0 && c->nkernels == 0 && c->npoints == 0 && c->ranks_per_node == 0 &&
+              c->p2p_node_alpha < 0 && c->p2p_node_beta < 0,
+          "a new calibration holds nothing, p2p not measured, one level");
     check(sc_calib_find(c, "fc n=1 in=2 out=3") == NULL, "nothing found in an empty calibration");
     char key[32];
     for (int i = 0; i < 300; i++) { /* past the first growths */
@@ -164,6 +165,9 @@ static void round_trip(void)
     c->p2p_beta = 1.0 / 3e9;
     c->task = 1.234567891e-5;
     c->stream = 9.87654321e9;
+    c->ranks_per_node = 4;
+    c->p2p_node_alpha = 5e-6;
+    c->p2p_node_beta = 1.0 / 32e9;
     sc_calib_add_allreduce(c, 2, 4096, 1.1e-4);
     sc_calib_add_allreduce(c, 2, 8 << 20, 4.4e-3);
     sc_calib_add_allreduce(c, 4, 65536, 2.2e-4);
@@ -189,6 +193,8 @@ static void round_trip(void)
     check(close_to(d->p2p_alpha, c->p2p_alpha) && close_to(d->p2p_beta, c->p2p_beta) && close_to(d->task, c->task) &&
               close_to(d->stream, c->stream),
           "p2p, task and stream");
+    check(d->ranks_per_node == 4 && close_to(d->p2p_node_alpha, 5e-6) && close_to(d->p2p_node_beta, 1.0 / 32e9),
+          "node: %d ranks per node, within-node link %g %g", d->ranks_per_node, d->p2p_node_alpha, d->p2p_node_beta);
     int same = d->npoints == c->npoints;
     for (int i = 0; same && i < c->npoints; i++)
         same = d->allreduce[i].group == c->allreduce[i].group && d->allreduce[i].bytes == c->allreduce[i].bytes &&
@@ -211,9 +217,23 @@ static void round_trip(void)
     if (!rc)
         rc = sc_calib_load(path, &d);
     check(rc == 0 && d && d->p2p_alpha < 0 && d->p2p_beta < 0 && d->cores == 0 && d->workers == 0 && d->task == 0 &&
-              d->stream == 0 && d->nkernels == 0 && d->npoints == 0 && !d->machine[0],
+              d->stream == 0 && d->nkernels == 0 && d->npoints == 0 && !d->machine[0] && d->ranks_per_node == 0 &&
+              d->p2p_node_alpha < 0 && d->p2p_node_beta < 0,
           "an empty calibration round trip: %s", rc ? sc_last_error() : "ok");
     sc_calib_free(d);
+    /* One level: no node record is written (and none is read back). */
+    FILE *f = fopen(path, "r");
+    char text[4096] = "";
+    size_t n = f ? fread(text, 1, sizeof text - 1, f) : 0;
+    text[n] = '\0';
+    if (f)
+        fclose(f);
+    check(n > 0 && !strstr(text, "node"), "one level: no node record");
+    e->ranks_per_node = 2;
+    e->p2p_node_alpha = 1e-6;
+    rc = sc_calib_save(e, path);
+    check(rc == SC_ERR_ARG, "ranks per node without a within-node link is not saved: %s", sc_last_error());
+    e->ranks_per_node = 0;
     e->task = NAN;
     rc = sc_calib_save(e, path);
     check(rc == SC_ERR_ARG, "a NaN is not saved: %s", sc_last_error());
@@ -232,6 +252,7 @@ static void tolerated(void)
                        "allreduce 2 4096 0.0001\n"
                        "machine   a  b  \n"
                        "p2p 0 0\n"
+                       "node\t2  1e-6 2e-10 # two per node\n"
                        "cores 2"; /* no final newline */
     char path[64];
     struct sc_calib *c = NULL;
@@ -246,6 +267,7 @@ static void tolerated(void)
         check(k && k->fwd == 1e-3 && k->bwd_data == 2e-3, "a key's blanks read as single spaces");
         check(!strcmp(c->machine, "a b") && c->cores == 2 && c->p2p_alpha == 0 && c->npoints == 1,
               "the other records: machine '%s'", c->machine);
+        check(c->ranks_per_node == 2 && c->p2p_node_alpha == 1e-6 && c->p2p_node_beta == 2e-10, "node record");
     }
     sc_calib_free(c);
     unlink(path);
@@ -285,6 +307,13 @@ static void malformed(void)
         {V "task 1e999\n", 2, "must be finite"},
         {V "p2p 1e-5\n", 2, "'p2p' takes 2 numbers"},
         {V "p2p 1e-5 1e-10 3\n", 2, "one field too many"},
+        {V "node 4 1e-6\n", 2, "'node' takes ranks per node and 2 numbers"},
+        {V "node 4\n", 2, "'node' takes ranks per node"},
+        {V "node 0 1e-6 1e-10\n", 2, "'0' is not a whole number >= 1"},
+        {V "node 2.5 1e-6 1e-10\n", 2, "not a whole number"},
+        {V "node 4 -1e-6 1e-10\n", 2, "must be finite and >= 0"},
+        {V "node 4 1e-6 1e-10 7\n", 2, "one field too many"},
+        {V "node 4 1e-6 1e-10\np2p 0 0\nnode 4 1e-6 1e-10\n", 4, "second 'node' record (the first is on line 2)"},
         {V "allreduce 2 4096\n", 2, "'allreduce' takes"},
         {V "allreduce 0 4096 1e-3\n", 2, "'0' is not a whole number"},
         {V "allreduce 2.5 4096 1e-3\n", 2, "not a whole number"},

@@ -131,8 +131,9 @@ static void test_allreduce(void)
     int err = sc_machine_calib(m, net, 4, 8, &c);
     check(!err, "calib for 4 ranks%s%s", err ? ": " : "", err ? sc_last_error() : "");
     if (c) {
-        check(c->p2p_alpha == 1e-6 && near(c->p2p_beta, 1e-10), "4 ranks, one node: the intra-node link (%g, %g)",
-              c->p2p_alpha, c->p2p_beta);
+        check(c->ranks_per_node == 4 && c->p2p_node_alpha == 1e-6 && near(c->p2p_node_beta, 1e-10),
+              "4 ranks, one node: within the node, the intra-node link (%d per node, %g, %g)", c->ranks_per_node,
+              c->p2p_node_alpha, c->p2p_node_beta);
         check(c->cores == 0 && c->workers == 1 && c->task == 2e-6 && c->stream == 1e11,
               "cores 0, workers 1, task and stream");
         check(near(sc_calib_allreduce(c, 4, n), 6e-6 + 1.5e-4 + 2.25e-5), "the calibration's allreduce of 4");
@@ -143,7 +144,10 @@ static void test_allreduce(void)
     check(!err, "calib for 8 ranks%s%s", err ? ": " : "", err ? sc_last_error() : "");
     if (c) {
         check(c->p2p_alpha == 1e-5 && near(c->p2p_beta, 4 / 1e9),
-              "8 ranks, 2 nodes: the inter-node link at a rank's share (%g, %g)", c->p2p_alpha, c->p2p_beta);
+              "8 ranks, 2 nodes: between nodes, the inter-node link at a rank's share (%g, %g)", c->p2p_alpha,
+              c->p2p_beta);
+        check(c->ranks_per_node == 4 && c->p2p_node_alpha == 1e-6 && near(c->p2p_node_beta, 1e-10),
+              "8 ranks, 2 nodes: within a node, the intra-node link");
         check(near(sc_calib_allreduce(c, 4, n), want4of8) &&
                   near(sc_calib_allreduce(c, 8, 3e7), sc_machine_allreduce(m, 8, 8, 3e7)),
               "the calibration's points interpolate the formula exactly");
@@ -156,6 +160,57 @@ static void test_allreduce(void)
         sc_plan_free(p);
         sc_calib_free(c);
     }
+    sc_net_destroy(net);
+    sc_machine_free(m);
+}
+
+/* 8 ranks on 2 nodes of HEAD's machine, batch 8, two convolutions of 4
+ * filters on 8x8, redistributions priced per link (task 2 us, memory
+ * 100 GB/s):
+ *  - conv1 n2w4 -> conv2 n2h4: rank 4n + h gets rows 2h-2h+1 of samples
+ *    4n-4n+3 from ranks 4n to 4n+3, its node: 3 pieces of 4 samples x 4
+ *    channels x 2 rows x 2 columns (256 bytes) at the intra-node link,
+ *    4 tasks, 768 bytes sent and 1024 assembled; back the same;
+ *  - conv1 h2w4 -> conv2 n2w4: rank 4n + w holds half its block and gets
+ *    the other half, 4 samples x 4 channels x 4 rows x 2 columns (512
+ *    bytes), from rank 4 (1 - n) + w, of the other node, at the
+ *    inter-node link (a rank's share: 4 / 1 GB/s), 2 tasks, 512 + 1024
+ *    bytes copied; back the same. */
+static void test_links(void)
+{
+    struct sc_machine *m = NULL;
+    char why[512];
+    check(!load(HEAD "roofline 1e12 1e11 0.5\n", &m, why, sizeof why), "load a machine file %s", why);
+    write_file("net2.cfg", "[net]\nchannels=1\nheight=8\nwidth=8\nclasses=10\n"
+                           "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                           "[convolutional]\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                           "[connected]\noutput=10\n[softmax]\n");
+    struct sc_net *net = NULL;
+    struct sc_calib *c = NULL;
+    if (!m || sc_net_parse(path_of("net2.cfg"), &net) || sc_machine_calib(m, net, 8, 8, &c)) {
+        check(0, "the machine, the net and the calibration: %s", sc_last_error());
+        sc_net_destroy(net);
+        sc_machine_free(m);
+        return;
+    }
+    struct {
+        const char *grids, *what;
+        double want;
+    } cases[] = {
+        {"conv1=n2w4,conv2=n2h4", "within a node, at the intra-node link",
+         2 * (3 * 1e-6 + 768 * 1e-10 + 4 * 2e-6 + (768 + 1024) / 1e11)},
+        {"conv1=h2w4,conv2=n2w4", "across nodes, at the inter-node link",
+         2 * (1e-5 + 512 * 4e-9 + 2 * 2e-6 + (512 + 1024) / 1e11)},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct sc_plan *p = NULL;
+        struct sc_plan_opts po = {.ranks = 8, .batch = 8, .workers = 1, .grid = cases[i].grids};
+        int err = sc_plan_make(net, c, &po, &p);
+        check(!err && p && near(p->layer[1].redistribute, cases[i].want), "%s: %s, %.9g s (want %.9g)", cases[i].grids,
+              cases[i].what, p ? p->layer[1].redistribute : -1, cases[i].want);
+        sc_plan_free(p);
+    }
+    sc_calib_free(c);
     sc_net_destroy(net);
     sc_machine_free(m);
 }
@@ -271,8 +326,9 @@ int main(void)
     }
     test_errors();
     test_allreduce();
+    test_links();
     test_kernels();
-    const char *names[] = {"m.txt", "bad.txt", "gpu.txt", "net.cfg"};
+    const char *names[] = {"m.txt", "bad.txt", "gpu.txt", "net.cfg", "net2.cfg"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         unlink(path_of(names[i]));
     rmdir(dir);

@@ -230,6 +230,97 @@ static void test_channels(void)
     sc_net_destroy(net);
 }
 
+/* Two levels: 4 ranks, 2 per node (ranks 0, 1 and 2, 3), B=4, 4
+ * channels of 8x8, kernels and tasks that take no time.
+ *  - conv0 n2w2 -> conv1 w4, forward: rank 1 (columns 2-3 of every
+ *    sample) gets samples 0-1 from rank 0, of its node, and samples 2-3
+ *    from rank 2, of the other: 2 x 4 x 8 x 2 = 128 floats (512 bytes)
+ *    from each, over two links at once (rank 2 likewise; ranks 0 and 3
+ *    hold one piece and get the other from the other node);
+ *  - backward, w4 -> n2w2: rank 1 (samples 0-1, columns 4-7) gets both of
+ *    its pieces from ranks 2 and 3, of the other node, one after the
+ *    other on that link (rank 2 likewise); ranks 0 and 3 hold one and
+ *    get the other from their node;
+ *  - conv0 under h4 (2 rows each): rank 1's halo row above comes from
+ *    rank 0, its node, the one below from rank 2, the other node: 8
+ *    columns x 4 samples x 2 input channels (256 bytes), and for dy 4
+ *    output channels (512 bytes). */
+static void test_two_levels(void)
+{
+    struct sc_net *net = model("m5.cfg", "[net]\nchannels=2\nheight=8\nwidth=8\nclasses=10\n"
+                                         "[convolutional]\nparallel=n2w2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=w4\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[connected]\noutput=10\nactivation=linear\n[softmax]\n");
+    double a = 2e-5, b = 4e-9, s = 1e9;
+    struct sc_calib *c = calib(a, b);
+    fill(c, net, 4, 4, ZERO);
+    sc_calib_add_allreduce(c, 4, 4, 0);
+    sc_calib_add_allreduce(c, 4, 8, 0);
+    c->ranks_per_node = 2;
+    for (int slow_node = 0; slow_node < 2; slow_node++) {
+        double an = slow_node ? 1e-4 : 1e-5, bn = 1e-9;
+        c->p2p_node_alpha = an;
+        c->p2p_node_beta = bn;
+        struct sc_plan *p = plan(net, c, 4, 4, NULL, 0);
+        double in1 = an + 512 * bn, out1 = a + 512 * b, out2 = 2 * a + 1024 * b;
+        double fwd = (in1 > out1 ? in1 : out1) + 2048 / s;
+        double bwd = out2 + 2048 / s > in1 + 1536 / s ? out2 + 2048 / s : in1 + 1536 / s;
+        check(p && near(p->layer[1].redistribute, fwd + bwd),
+              "two levels, %s node link: n2w2 -> w4 %.9g = max(node, other node) %.9g + the slowest rank back %.9g",
+              slow_node ? "a slow" : "a fast", p ? p->layer[1].redistribute : -1, fwd, bwd);
+        sc_plan_free(p);
+    }
+    /* One level, every message at p2p: rank 2 (a representative) gets
+     * its two pieces one after the other; back, the representatives 0
+     * and 3 get one each. */
+    c->ranks_per_node = 0;
+    struct sc_plan *p = plan(net, c, 4, 4, NULL, 0);
+    double one = 2 * a + 1024 * b + 2048 / s + a + 512 * b + 1536 / s;
+    check(p && near(p->layer[1].redistribute, one), "one level: n2w2 -> w4 %.9g = %.9g",
+          p ? p->layer[1].redistribute : -1, one);
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+
+    net = model("m6.cfg", "[net]\nchannels=2\nheight=8\nwidth=8\nclasses=10\n"
+                          "[convolutional]\nparallel=h4\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                          "[convolutional]\nparallel=n4\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                          "[connected]\noutput=10\nactivation=linear\n[softmax]\n");
+    c = calib(a, b);
+    fill(c, net, 4, 4, ZERO);
+    sc_calib_add_allreduce(c, 4, 4, 0);
+    sc_calib_add_allreduce(c, 4, 8, 0);
+    c->stream = 1e30; /* copies that take no time */
+    c->ranks_per_node = 2;
+    c->p2p_node_alpha = 1e-5;
+    c->p2p_node_beta = 1e-9;
+    p = plan(net, c, 4, 4, NULL, 0);
+    double hx = (1e-5 + 256e-9 > a + 256 * b ? 1e-5 + 256e-9 : a + 256 * b);
+    double hdy = (1e-5 + 512e-9 > a + 512 * b ? 1e-5 + 512e-9 : a + 512 * b);
+    check(p && near(p->layer[0].halo, hx + hdy), "two levels: h4 halos %.9g = max(node, other node) for x and dy %.9g",
+          p ? p->layer[0].halo : -1, hx + hdy);
+    sc_plan_free(p);
+    c->ranks_per_node = 0;
+    p = plan(net, c, 4, 4, NULL, 0);
+    check(p && near(p->layer[0].halo, 4 * a + 1536 * b), "one level: h4 halos %.9g = 2 messages each way at p2p",
+          p ? p->layer[0].halo : -1);
+    sc_plan_free(p);
+    /* Every rank on one node: the node link for every message, as one
+     * level with that link. */
+    c->ranks_per_node = 4;
+    p = plan(net, c, 4, 4, NULL, 0);
+    check(p && near(p->layer[0].halo, 4e-5 + 1536e-9), "two levels, one node: h4 halos %.9g at the node link",
+          p ? p->layer[0].halo : -1);
+    sc_plan_free(p);
+    c->ranks_per_node = 2;
+    c->p2p_node_beta = -1;
+    struct sc_plan_opts o = {4, 4, 1, 0, NULL, NULL};
+    int err = sc_plan_make(net, c, &o, &p);
+    check(err == SC_ERR_ARG && strstr(sc_last_error(), "within-node link"), "no node link: %s", sc_last_error());
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
 static const char *m4_text = "[net]\nchannels=4\nheight=4\nwidth=4\nclasses=10\n"
                              "[convolutional]\nfilters=64\nsize=3\npad=1\n"
                              "[convolutional]\nfilters=64\nsize=3\npad=1\n"
@@ -348,6 +439,7 @@ int main(void)
     test_allreduce_timeline();
     test_redistribution_and_halo();
     test_channels();
+    test_two_levels();
     test_search_follows_network();
     test_residual();
     test_missing();
