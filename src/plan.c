@@ -96,6 +96,7 @@ struct model {
     const struct sc_calib *c;
     int P, B, W;
     double oversub; /* ranks x workers over cores */
+    int steal;      /* more workers than cores: collectives take turns with them */
     const char *missing_layer;
     int rpn; /* ranks per node: > 0, two levels (the calibration's node record);
               * 0, one level */
@@ -812,6 +813,25 @@ static int build_edges(const struct model *m, struct graph *G)
 enum policy { POL_LAYER, POL_BUCKET, POL_END };
 static const char *policy_name[] = {"layer", "bucket:25", "end"};
 
+/* A collective of bytes over group ranks, issued at *t (its gradients
+ * ready): it starts when the channel is free and takes a.  While the
+ * backward pass goes on (during) on a machine with more workers than cores
+ * (m->steal), the part of it that needs a core (its tasks, about 4 per
+ * step of the ring, and, where messages are copies in memory, their
+ * bytes at the copying rate) takes turns with the workers there, and
+ * delays the compute by as much times the oversubscription. */
+static void collective(const struct model *m, double *t, double *chan, int group, double bytes, double a, int during)
+{
+    *chan = (*chan > *t ? *chan : *t) + a;
+    if (m->steal && during) {
+        /* A point-to-point cost per byte within ten of memory's is
+         * copying (shared memory), a larger one a wire that waits. */
+        double beta = m->c->p2p_beta, copy = 3 / m->c->stream;
+        double cpu = 4.0 * (group - 1) * m->c->task + bytes * (beta > 0 && beta < 10 * copy ? beta : copy);
+        *t += (cpu < a ? cpu : a) * m->oversub;
+    }
+}
+
 /* Forward, then backward layer by layer from the last; each layer's
  * gradient allreduce queues on one channel from the moment its gradient
  * is ready (layer), fills 25 MB buckets in backward order (bucket), or
@@ -822,41 +842,35 @@ static double timeline(const struct model *m, const struct graph *G, const int *
     double t = 0;
     for (int v = 0; v < G->n; v++)
         t += G->node[v].cand[choice[v]].fwd + efwd[v];
-    double chan = 0, upd = 0, pending_bytes = 0, pending_time_bytes = 0;
-    int pending_group = 0;
+    double chan = 0, upd = 0, pending = 0;
+    int group = 0;
     for (int v = G->n - 1; v >= 0; v--) {
         const struct cand *c = &G->node[v].cand[choice[v]];
         t += c->bwd + ebwd[v];
         if (c->ar_bytes <= 0)
             continue;
-        if (c->group <= 1) {
-            upd += c->update;
+        upd += c->update;
+        if (c->group <= 1)
             continue;
-        }
         if (pol == POL_LAYER) {
-            chan = (chan > t ? chan : t) + c->ar_time;
-            upd += c->update;
+            collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0);
             continue;
         }
         /* bucket, end: one collective per group size and bucket */
-        if (pending_group && pending_group != c->group) {
-            double s = chan > t ? chan : t;
-            chan = s + sc_calib_allreduce(m->c, pending_group, pending_bytes);
-            pending_bytes = 0;
+        if (group && group != c->group) {
+            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), pol == POL_BUCKET);
+            pending = 0;
         }
-        pending_group = c->group;
-        pending_bytes += c->ar_bytes;
-        pending_time_bytes += c->ar_bytes;
-        upd += c->update;
-        if (pol == POL_BUCKET && pending_bytes >= 25e6) {
-            chan = (chan > t ? chan : t) + sc_calib_allreduce(m->c, pending_group, pending_bytes);
-            pending_bytes = 0;
-            pending_group = 0;
+        group = c->group;
+        pending += c->ar_bytes;
+        if (pol == POL_BUCKET && pending >= 25e6) {
+            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), v > 0);
+            pending = 0;
+            group = 0;
         }
     }
-    if (pending_group && pending_bytes > 0)
-        chan = (chan > t ? chan : t) + sc_calib_allreduce(m->c, pending_group, pending_bytes);
-    (void)pending_time_bytes;
+    if (group && pending > 0)
+        collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), 0);
     return (chan > t ? chan : t) + upd;
 }
 
@@ -1040,11 +1054,12 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         return sc_error(SC_ERR_ARG,
                         "the calibration's within-node link (%d ranks per node, %g s, %g s/byte) is not valid",
                         c->ranks_per_node, c->p2p_node_alpha, c->p2p_node_beta);
-    struct model m = {net, c, o->ranks, o->batch, o->workers > 0 ? o->workers : c->workers, 1, NULL, c->ranks_per_node};
+    struct model m = {net, c, o->ranks, o->batch,         o->workers > 0 ? o->workers : c->workers,
+                      1,   0, NULL,     c->ranks_per_node};
     if (m.W < 1)
         m.W = 1;
     if (c->cores > 0 && (double)m.P * m.W > c->cores)
-        m.oversub = (double)m.P * m.W / c->cores;
+        m.oversub = (double)m.P * m.W / c->cores, m.steal = 1;
     struct graph G = {0};
     struct sc_plan *p = calloc(1, sizeof *p);
     int err = p ? build_nodes(&m, o, &G) : sc_error(SC_ERR_NOMEM, "out of memory");
