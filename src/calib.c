@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "base/atomic_file.h"
+#include "base/records.h"
 #include "base/error.h"
 
 /* A calibration is a few hundred lines; anything this large is the wrong
@@ -258,40 +259,16 @@ __attribute__((format(printf, 2, 3))) static int bad(const struct parser *ps, co
     return sc_error(SC_ERR_PARSE, "%s:%d: %s", ps->path, ps->line, what);
 }
 
-static int is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
-}
-
-/* The next blank-separated field of *p, ended in place; NULL at the end. */
-static char *next_field(char **p)
-{
-    char *s = *p;
-    while (is_blank(*s))
-        s++;
-    if (!*s) {
-        *p = s;
-        return NULL;
-    }
-    char *e = s;
-    while (*e && !is_blank(*e))
-        e++;
-    if (*e)
-        *e++ = '\0';
-    *p = e;
-    return s;
-}
-
 /* The rest of the line, trimmed, each run of blanks made one space (keys
  * then match however the file was edited), in place. */
 static char *rest_of_line(char *p)
 {
     char *out = p, *w = p;
-    while (is_blank(*p))
+    while (sc_records_blank(*p))
         p++;
     while (*p) {
-        if (is_blank(*p)) {
-            while (is_blank(*p))
+        if (sc_records_blank(*p)) {
+            while (sc_records_blank(*p))
                 p++;
             if (*p)
                 *w++ = ' ';
@@ -309,7 +286,7 @@ static int numbers(const struct parser *ps, char **p, const char *rec, const cha
                    int more_ok)
 {
     for (int i = 0; i < n; i++) {
-        char *f = next_field(p), *end;
+        char *f = sc_records_field(p), *end;
         if (!f)
             return bad(ps, "'%s' takes %s", rec, what);
         errno = 0;
@@ -327,7 +304,7 @@ static int numbers(const struct parser *ps, char **p, const char *rec, const cha
         }
     }
     if (!more_ok && **p) {
-        char *extra = next_field(p);
+        char *extra = sc_records_field(p);
         if (extra)
             return bad(ps, "'%s' takes %s; '%s' is one field too many", rec, what, extra);
     }
@@ -381,7 +358,7 @@ static int parse_allreduce(struct parser *ps, char *p)
 static int parse_line(struct parser *ps, char *p)
 {
     struct sc_calib *c = ps->c;
-    char *rec = next_field(&p);
+    char *rec = sc_records_field(&p);
     double v[2];
     int err;
     if (!rec)
@@ -390,7 +367,7 @@ static int parse_line(struct parser *ps, char *p)
         if (strcmp(rec, CALIB_MAGIC))
             return bad(ps, "not a starconv calibration: '%s %d' must come first, not '%s'", CALIB_MAGIC, CALIB_VERSION,
                        rec);
-        char *ver = next_field(&p), *extra = next_field(&p);
+        char *ver = sc_records_field(&p), *extra = sc_records_field(&p);
         if (!ver || extra)
             return bad(ps, "'%s' takes a version number", CALIB_MAGIC);
         if (strcmp(ver, "1"))
@@ -450,66 +427,11 @@ static int parse_line(struct parser *ps, char *p)
     return bad(ps, "unknown record '%s' (machine, cores, workers, p2p, node, task, stream, allreduce, kernel)", rec);
 }
 
-static int parse_buffer(char *buf, size_t n, const char *path, struct sc_calib *c)
+static int on_line(void *ctx, int number, char *text)
 {
-    struct parser ps = {.path = path, .c = c};
-    char *p = buf, *end = buf + n;
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *eol = nl ? nl : end;
-        ps.line++;
-        if (memchr(p, '\0', (size_t)(eol - p)))
-            return bad(&ps, "a NUL byte: not a text file");
-        *eol = '\0';
-        char *hash = strchr(p, '#');
-        if (hash)
-            *hash = '\0';
-        int err = parse_line(&ps, p);
-        if (err)
-            return err;
-        p = eol + 1;
-    }
-    if (!ps.seen[0]) {
-        ps.line = ps.line ? ps.line : 1;
-        return bad(&ps, "not a starconv calibration: no '%s %d' line", CALIB_MAGIC, CALIB_VERSION);
-    }
-    return 0;
-}
-
-/* The file into a NUL-terminated buffer, at most CALIB_MAX_BYTES + 1 long
- * (read one byte past the limit instead of trusting stat, so that pipes
- * and /dev files are bounded too). */
-static int read_file(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sc_error(SC_ERR_IO, "cannot read calibration %s: %s", path, strerror(errno));
-    size_t cap = 16384, n = 0;
-    char *buf = malloc(cap + 1);
-    errno = 0;
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap || cap == CALIB_MAX_BYTES + 1)
-            break;
-        cap = 2 * cap < CALIB_MAX_BYTES + 1 ? 2 * cap : CALIB_MAX_BYTES + 1;
-        char *p = realloc(buf, cap + 1);
-        if (!p)
-            free(buf);
-        buf = p;
-    }
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (!buf)
-        return sc_error(SC_ERR_NOMEM, "out of memory reading calibration %s", path);
-    if (err || n > CALIB_MAX_BYTES) {
-        free(buf);
-        return err ? sc_error(SC_ERR_IO, "cannot read calibration %s: %s", path, strerror(err))
-                   : sc_error(SC_ERR_PARSE, "%s: larger than %d MiB, not a calibration", path, CALIB_MAX_BYTES >> 20);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
+    struct parser *ps = ctx;
+    ps->line = number;
+    return parse_line(ps, text);
 }
 
 int sc_calib_load(const char *path, struct sc_calib **out)
@@ -522,12 +444,21 @@ int sc_calib_load(const char *path, struct sc_calib **out)
     char *buf = NULL;
     size_t n = 0;
     struct sc_calib *c;
-    int err = read_file(path, &buf, &n);
+    int err = sc_records_read(path, "calibration", CALIB_MAX_BYTES, &buf, &n);
     if (err)
         return err;
-    if (!(err = sc_calib_new(&c)) && (err = parse_buffer(buf, n, path, c))) {
-        sc_calib_free(c);
-        c = NULL;
+    if (!(err = sc_calib_new(&c))) {
+        struct parser ps = {.path = path, .c = c};
+        int lines;
+        err = sc_records_lines(buf, n, path, on_line, &ps, &lines);
+        if (!err && !ps.seen[0]) {
+            ps.line = lines ? lines : 1;
+            err = bad(&ps, "not a starconv calibration: no '%s %d' line", CALIB_MAGIC, CALIB_VERSION);
+        }
+        if (err) {
+            sc_calib_free(c);
+            c = NULL;
+        }
     }
     free(buf);
     *out = c;

@@ -2,6 +2,8 @@
  * the planner, and the sweep over rank counts (machine.h). */
 #include "machine.h"
 
+#include "base/records.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -50,36 +52,13 @@ __attribute__((format(printf, 2, 3))) static int bad(const struct parser *ps, co
     return sc_error(SC_ERR_PARSE, "%s:%d: %s", ps->path, ps->line, what);
 }
 
-static int is_blank(char ch)
-{
-    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\v' || ch == '\f';
-}
-
-static char *next_field(char **p)
-{
-    char *s = *p;
-    while (is_blank(*s))
-        s++;
-    if (!*s) {
-        *p = s;
-        return NULL;
-    }
-    char *e = s;
-    while (*e && !is_blank(*e))
-        e++;
-    if (*e)
-        *e++ = '\0';
-    *p = e;
-    return s;
-}
-
 /* The rest of the line without the blanks around it, in place. */
 static char *trimmed(char *p)
 {
-    while (is_blank(*p))
+    while (sc_records_blank(*p))
         p++;
     size_t n = strlen(p);
-    while (n && is_blank(p[n - 1]))
+    while (n && sc_records_blank(p[n - 1]))
         p[--n] = '\0';
     return p;
 }
@@ -88,7 +67,7 @@ static char *trimmed(char *p)
 static int numbers(const struct parser *ps, char *p, const char *rec, const char *what, int n, double *v)
 {
     for (int i = 0; i < n; i++) {
-        char *f = next_field(&p), *end;
+        char *f = sc_records_field(&p), *end;
         if (!f)
             return bad(ps, "'%s' takes %s", rec, what);
         errno = 0;
@@ -98,7 +77,7 @@ static int numbers(const struct parser *ps, char *p, const char *rec, const char
         if (!isfinite(v[i]) || v[i] < 0 || signbit(v[i]))
             return bad(ps, "'%s': '%s' must be finite and >= 0", rec, f);
     }
-    char *extra = next_field(&p);
+    char *extra = sc_records_field(&p);
     if (extra)
         return bad(ps, "'%s' takes %s; '%s' is one field too many", rec, what, extra);
     return 0;
@@ -136,7 +115,7 @@ static int parse_calibration(struct parser *ps, char *p)
 static int parse_line(struct parser *ps, char *p)
 {
     struct sc_machine *m = ps->m;
-    char *rec = next_field(&p);
+    char *rec = sc_records_field(&p);
     double v[3];
     int err;
     if (!rec)
@@ -145,7 +124,7 @@ static int parse_line(struct parser *ps, char *p)
         if (strcmp(rec, MACHINE_MAGIC))
             return bad(ps, "not a starconv machine description: '%s %d' must come first, not '%s'", MACHINE_MAGIC,
                        MACHINE_VERSION, rec);
-        char *ver = next_field(&p), *extra = next_field(&p);
+        char *ver = sc_records_field(&p), *extra = sc_records_field(&p);
         if (!ver || extra)
             return bad(ps, "'%s' takes a version number", MACHINE_MAGIC);
         if (strcmp(ver, "1"))
@@ -175,7 +154,7 @@ static int parse_line(struct parser *ps, char *p)
         return 0;
     }
     case R_RPN: {
-        char *f = next_field(&p), *end, *extra = f ? next_field(&p) : NULL;
+        char *f = sc_records_field(&p), *end, *extra = f ? sc_records_field(&p) : NULL;
         errno = 0;
         long x = f ? strtol(f, &end, 10) : 0;
         if (!f || extra || *end || errno || x < 1 || x > 1024)
@@ -220,24 +199,16 @@ static int parse_line(struct parser *ps, char *p)
     return 0;
 }
 
-static int parse_buffer(char *buf, size_t n, struct parser *ps)
+static int on_line(void *ctx, int number, char *text)
 {
-    char *p = buf, *end = buf + n;
-    while (p < end) {
-        char *nl = memchr(p, '\n', (size_t)(end - p));
-        char *eol = nl ? nl : end;
-        ps->line++;
-        if (memchr(p, '\0', (size_t)(eol - p)))
-            return bad(ps, "a NUL byte: not a text file");
-        *eol = '\0';
-        char *hash = strchr(p, '#');
-        if (hash)
-            *hash = '\0';
-        int err = parse_line(ps, p);
-        if (err)
-            return err;
-        p = eol + 1;
-    }
+    struct parser *ps = ctx;
+    ps->line = number;
+    return parse_line(ps, text);
+}
+
+/* After the last line: what is missing. */
+static int check_complete(struct parser *ps)
+{
     /* What is missing is reported at the end of the file. */
     if (!ps->line)
         ps->line = 1;
@@ -262,29 +233,6 @@ static int parse_buffer(char *buf, size_t n, struct parser *ps)
     return 0;
 }
 
-static int read_file(const char *path, char **out, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return sc_error(SC_ERR_IO, "cannot read machine description %s: %s", path, strerror(errno));
-    char *buf = malloc(MACHINE_MAX_BYTES + 2);
-    size_t n = buf ? fread(buf, 1, MACHINE_MAX_BYTES + 1, f) : 0;
-    int err = ferror(f) ? (errno ? errno : EIO) : 0;
-    fclose(f);
-    if (!buf)
-        return sc_error(SC_ERR_NOMEM, "out of memory reading %s", path);
-    if (err || n > MACHINE_MAX_BYTES) {
-        free(buf);
-        return err ? sc_error(SC_ERR_IO, "cannot read machine description %s: %s", path, strerror(err))
-                   : sc_error(SC_ERR_PARSE, "%s: larger than %d KiB, not a machine description", path,
-                              MACHINE_MAX_BYTES >> 10);
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
 int sc_machine_load(const char *path, struct sc_machine **out)
 {
     if (!out || !path)
@@ -292,7 +240,7 @@ int sc_machine_load(const char *path, struct sc_machine **out)
     *out = NULL;
     char *buf = NULL;
     size_t n = 0;
-    int err = read_file(path, &buf, &n);
+    int err = sc_records_read(path, "machine description", MACHINE_MAX_BYTES, &buf, &n);
     if (err)
         return err;
     struct sc_machine *m = calloc(1, sizeof *m);
@@ -301,7 +249,11 @@ int sc_machine_load(const char *path, struct sc_machine **out)
         return sc_error(SC_ERR_NOMEM, "out of memory for a machine description");
     }
     struct parser ps = {.path = path, .m = m};
-    err = parse_buffer(buf, n, &ps);
+    int lines;
+    if (!(err = sc_records_lines(buf, n, path, on_line, &ps, &lines))) {
+        ps.line = lines;
+        err = check_complete(&ps);
+    }
     free(buf);
     if (err) {
         sc_machine_free(m);

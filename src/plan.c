@@ -933,19 +933,16 @@ static double memory_of(const struct graph *G, const int *choice)
 static void edges_of(const struct model *m, const struct graph *G, const int *choice, double *efwd, double *ebwd)
 {
     const struct sc_net *net = m->net;
-    for (int v = 0; v < G->n; v++) {
+    for (int v = 0; v < G->n; v++)
         efwd[v] = ebwd[v] = 0;
-        const struct sc_layer *lv = &net->layers[G->node[v].layer];
-        for (int k = 0; k < lv->nsrc; k++) {
-            int s = resolve(net, lv->src[k]);
-            if (s < 0)
-                continue;
-            int u = G->node_of[s];
-            double f, b;
-            edge_cost(m, &net->layers[s], &G->node[u].cand[choice[u]], lv, &G->node[v].cand[choice[v]], &f, &b);
-            efwd[v] += f;
-            ebwd[v] += b;
-        }
+    for (int i = 0; i < G->nedges; i++) {
+        const struct edge *e = &G->edge[i];
+        const struct node *nu = &G->node[e->u], *nv = &G->node[e->v];
+        double f, b;
+        edge_cost(m, &net->layers[nu->layer], &nu->cand[choice[e->u]], &net->layers[nv->layer], &nv->cand[choice[e->v]],
+                  &f, &b);
+        efwd[e->v] += f;
+        ebwd[e->v] += b;
     }
 }
 
