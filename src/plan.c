@@ -97,6 +97,8 @@ struct model {
     int P, B, W;
     double oversub; /* ranks x workers over cores */
     int steal;      /* more workers than cores: collectives take turns with them */
+    int copying;    /* messages are copies made by the cores (shared memory), and
+                     * every core has a worker: a collective cannot hide */
     const char *missing_layer;
     int rpn; /* ranks per node: > 0, two levels (the calibration's node record);
               * 0, one level */
@@ -815,19 +817,27 @@ static const char *policy_name[] = {"layer", "bucket:25", "end"};
 
 /* A collective of bytes over group ranks, issued at *t (its gradients
  * ready): it starts when the channel is free and takes a.  While the
- * backward pass goes on (during) on a machine with more workers than cores
- * (m->steal), the part of it that needs a core (its tasks, about 4 per
- * step of the ring, and, where messages are copies in memory, their
- * bytes at the copying rate) takes turns with the workers there, and
- * delays the compute by as much times the oversubscription. */
+ * backward pass goes on (during):
+ * - where messages are copies in memory and every core has a worker
+ *   (m->copying), the collective's whole time is the cores' (copying,
+ *   reducing, handing messages between threads), so it delays the compute
+ *   by all of it: on this machine's shared memory, a gradient allreduce
+ *   issued during backward measured slower than one at the end
+ *   (bench/plan-validate, README);
+ * - else, with more workers than cores (m->steal), the part of it that
+ *   needs a core (its tasks, about 4 per step of the ring) takes turns with
+ *   the workers there, and delays the compute by as much times the
+ *   oversubscription. */
 static void collective(const struct model *m, double *t, double *chan, int group, double bytes, double a, int during)
 {
     *chan = (*chan > *t ? *chan : *t) + a;
-    if (m->steal && during) {
-        /* A point-to-point cost per byte within ten of memory's is
-         * copying (shared memory), a larger one a wire that waits. */
-        double beta = m->c->p2p_beta, copy = 3 / m->c->stream;
-        double cpu = 4.0 * (group - 1) * m->c->task + bytes * (beta > 0 && beta < 10 * copy ? beta : copy);
+    if (!during)
+        return;
+    if (m->copying) {
+        *t += a;
+        *chan = *t;
+    } else if (m->steal) {
+        double cpu = 4.0 * (group - 1) * m->c->task + bytes * 3 / m->c->stream;
         *t += (cpu < a ? cpu : a) * m->oversub;
     }
 }
@@ -878,12 +888,13 @@ static double timeline(const struct model *m, const struct graph *G, const int *
 
 /* What each node's allreduce can hide behind: the backward compute of
  * the layers before it, under the assignment choice. */
-static void set_hide(struct graph *G, const int *choice)
+static void set_hide(const struct model *m, struct graph *G, const int *choice)
 {
     double acc = 0;
     for (int v = 0; v < G->n; v++) {
         G->node[v].hide = acc;
-        acc += G->node[v].cand[choice[v]].bwd;
+        if (!m->copying)
+            acc += G->node[v].cand[choice[v]].bwd;
     }
 }
 
@@ -947,14 +958,16 @@ static void edges_of(const struct model *m, const struct graph *G, const int *ch
 }
 
 /* The predicted time of an assignment: its timeline under the best
- * policy (or o's), which goes to *pol (-1: o's is not modelled). */
+ * policy (or o's), which goes to *pol (-1: o's is not modelled).  On a
+ * tie the simpler policy wins: end before bucket:25 (the same while the
+ * gradients fill one bucket) before layer. */
 static double predict(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
                       int *pol)
 {
     double efwd[G->n], ebwd[G->n], best = INFINITY;
     edges_of(m, G, choice, efwd, ebwd);
     *pol = -1;
-    for (int k = POL_LAYER; k <= POL_END; k++) {
+    for (int k = POL_END; k >= POL_LAYER; k--) {
         if (o->grad_comm && strcmp(o->grad_comm, policy_name[k]))
             continue;
         double t = timeline(m, G, choice, efwd, ebwd, k);
@@ -1051,12 +1064,20 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         return sc_error(SC_ERR_ARG,
                         "the calibration's within-node link (%d ranks per node, %g s, %g s/byte) is not valid",
                         c->ranks_per_node, c->p2p_node_alpha, c->p2p_node_beta);
-    struct model m = {net, c, o->ranks, o->batch,         o->workers > 0 ? o->workers : c->workers,
-                      1,   0, NULL,     c->ranks_per_node};
+    struct model m = {.net = net,
+                      .c = c,
+                      .P = o->ranks,
+                      .B = o->batch,
+                      .W = o->workers > 0 ? o->workers : c->workers,
+                      .oversub = 1,
+                      .rpn = c->ranks_per_node};
     if (m.W < 1)
         m.W = 1;
     if (c->cores > 0 && (double)m.P * m.W > c->cores)
         m.oversub = (double)m.P * m.W / c->cores, m.steal = 1;
+    /* A cost per byte within ten times memory's is copying (shared
+     * memory); a larger one, a wire that waits. */
+    m.copying = c->cores > 0 && m.P * m.W >= c->cores && c->p2p_beta > 0 && c->p2p_beta < 30 / c->stream;
     struct graph G = {0};
     struct sc_plan *p = calloc(1, sizeof *p);
     int err = p ? build_nodes(&m, o, &G) : sc_error(SC_ERR_NOMEM, "out of memory");
@@ -1072,10 +1093,10 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         /* Hiding behind backward depends on the choice: solve with the
          * first candidates' (sample parallelism's) backward, then again
          * with the solution's. */
-        set_hide(&G, choice);
+        set_hide(&m, &G, choice);
         for (int it = 0; it < 2 && !err; it++) {
             err = solve(&G, 0, choice, &chain_time);
-            set_hide(&G, choice);
+            set_hide(&m, &G, choice);
         }
     }
     if (!err && o->mem_limit > 0 && memory_of(&G, choice) > o->mem_limit) {
