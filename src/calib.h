@@ -12,6 +12,9 @@
  *                                       and q of one node, r / ranks == q / ranks, take this
  *                                       link, the others p2p's; without it every message
  *                                       takes p2p's)
+ *   busy <s>                           (optional: a message of 1 MiB from every rank to the
+ *                                       next while every worker runs long tasks: on cores
+ *                                       the workers fill, a message waits for them)
  *   task <s>                           (a task's overhead: submission to end)
  *   stream <bytes/s>                   (memory streamed by one worker)
  *   allreduce <group> <bytes> <s>      (the task-based ring allreduce, per group size)
@@ -25,8 +28,8 @@
  * the line (a machine text's '#' is saved as a space).  Numbers are
  * finite and >= 0; counts and groups whole and >= 1.  What was not
  * measured is left out: cores, workers, task, stream and ranks_per_node
- * then read 0, and p2p_alpha, p2p_beta, p2p_node_alpha and p2p_node_beta
- * -1. */
+ * then read 0, and p2p_alpha, p2p_beta, p2p_node_alpha, p2p_node_beta
+ * and busy -1. */
 #ifndef SC_CALIB_H
 #define SC_CALIB_H
 
@@ -56,6 +59,7 @@ struct sc_calib {
      * message at p2p_alpha + p2p_beta b (the node link -1, unused). */
     int ranks_per_node;
     double p2p_node_alpha, p2p_node_beta;
+    double busy; /* < 0: not measured */
     double task;
     double stream;
     struct sc_calib_kernel *kernels;

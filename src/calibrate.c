@@ -351,6 +351,60 @@ static int time_shift(struct sc_runtime *rt, size_t bytes, int reps, double *t, 
     return err;
 }
 
+/* Every rank sends BUSY_BYTES to the next rank, as time_shift, while its
+ * workers run long tasks (zeroings of BUSY_FLOATS floats, a few ms each,
+ * BUSY_TASKS per worker queued before the message): the slowest rank's
+ * time, the median of reps.  Where the workers fill the cores, StarPU-MPI's
+ * thread waits for them: measured here, a message of 64 KiB or more took
+ * about 10 ms behind 5 ms tasks, 0.5-1 ms behind 0.15 ms ones, and 0.1-0.3
+ * ms with idle workers (2 ranks on 2 cores). */
+#define BUSY_BYTES          (1 << 20)
+#define BUSY_FLOATS         ((size_t)8 << 20)
+#define BUSY_TASKS          12
+#define SC_MAX_WORKERS_BUSY 64
+static int time_busy(struct sc_runtime *rt, int reps, double *t, double *out)
+{
+    starpu_data_handle_t hs = NULL, hr = NULL, hb[SC_MAX_WORKERS_BUSY] = {NULL};
+    float *ms = NULL, *mr = NULL, *mb[SC_MAX_WORKERS_BUSY] = {NULL};
+    int64_t tag = sc_tags_reserve(1);
+    int P = rt->size, next = (rt->rank + 1) % P, prev = (rt->rank + P - 1) % P;
+    int nw = (int)starpu_cpu_worker_get_count();
+    if (nw > SC_MAX_WORKERS_BUSY)
+        nw = SC_MAX_WORKERS_BUSY;
+    int err = sc_vector_new(&hs, (void **)&ms, BUSY_BYTES / sizeof(float), sizeof(float));
+    if (!err)
+        err = sc_vector_new(&hr, (void **)&mr, BUSY_BYTES / sizeof(float), sizeof(float));
+    for (int w = 0; w < nw && !err; w++) /* one vector per worker: their tasks run side by side */
+        err = sc_vector_new(&hb[w], (void **)&mb[w], BUSY_FLOATS, sizeof(float));
+    err = sc_runtime_agree(rt, err);
+    for (int r = -WARM; r < reps && !err; r++) {
+        MPI_Barrier(rt->ctl);
+        for (int i = 0; i < BUSY_TASKS && !err; i++)
+            for (int w = 0; w < nw && !err; w++)
+                err = sc_insert_zero(NULL, hb[w], "calibrate.busy");
+        double t0 = now();
+        starpu_mpi_req sreq, rreq;
+        err = err || starpu_mpi_irecv(hr, &rreq, prev, tag, rt->comm) ||
+              starpu_mpi_isend(hs, &sreq, next, tag, rt->comm) || starpu_mpi_wait(&rreq, MPI_STATUS_IGNORE) ||
+              starpu_mpi_wait(&sreq, MPI_STATUS_IGNORE);
+        if (r >= 0)
+            t[r] = now() - t0;
+        for (int w = 0; w < nw; w++)
+            sc_tasks_wait_data(hb[w]);
+    }
+    if (err)
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: a StarPU-MPI exchange behind busy workers failed");
+    if ((err = sc_runtime_agree(rt, err)) == 0) {
+        MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, rt->ctl);
+        *out = median(t, reps);
+    }
+    sc_vector_free(hs, ms);
+    sc_vector_free(hr, mr);
+    for (int w = 0; w < nw; w++)
+        sc_vector_free(hb[w], mb[w]);
+    return err;
+}
+
 /* The ring allreduce of a vector of bytes over the groups of g consecutive
  * ranks, all at once, with the options training gives its buckets
  * (src/net_plan.c): submission to the moment the vector can be read, the
@@ -442,6 +496,8 @@ int sc_calibrate_comm(struct sc_calib *c, struct sc_runtime *rt, int reps, FILE 
         say(progress, rt, "task overhead %.1f us", c->task * 1e6);
     if (!err && rt->size > 1)
         err = comm_p2p(c, rt, reps, t, progress);
+    if (!err && rt->size > 1 && !(err = time_busy(rt, reps, t, &c->busy)))
+        say(progress, rt, "a 1 MiB message behind busy workers: %.3f ms", c->busy * 1e3);
     for (int g = 2; g <= rt->size && !err; g++) {
         if (rt->size % g)
             continue;

@@ -87,6 +87,8 @@ struct cand {
     double fwd, bwd; /* compute, with halo and channel collectives */
     double compute, halo, channels;
     double ar_time, ar_bytes; /* the gradient allreduce, unhidden */
+    double task_f, task_b;    /* a tile's forward and backward compute: what a
+                               * message may wait behind (m->busy) */
     int group;                /* ranks it runs over */
     double update, memory;
 };
@@ -99,6 +101,8 @@ struct model {
     int steal;      /* more workers than cores: collectives take turns with them */
     int copying;    /* messages are copies made by the cores (shared memory), and
                      * every core has a worker: a collective cannot hide */
+    double busy;    /* copying: the longest a message waits for the workers'
+                     * tasks (the calibration's busy; 0 unknown) */
     const char *missing_layer;
     int rpn; /* ranks per node: > 0, two levels (the calibration's node record);
               * 0, one level */
@@ -536,6 +540,15 @@ static double halo_levels(const struct model *m, const struct sc_grid *g, int r,
 /* Halo exchange of x (forward) and dy (backward) of a spatially split
  * windowed layer, for the busiest rank; what the interior's computation
  * does not hide.  fwd and bwd: the layer's compute. */
+/* On cores the workers fill (m->busy > 0), StarPU-MPI's thread moves a
+ * message when the workers let it: the message waits for the task running
+ * when it comes, on average half of one like the layer's, at most the
+ * calibration's busy time. */
+static double behind(const struct model *m, double task)
+{
+    return m->busy > 0 ? (task / 2 < m->busy ? task / 2 : m->busy) : 0;
+}
+
 static void halo(const struct model *m, const struct sc_layer *l, const struct sc_grid *g, const struct block *b,
                  double fwd, double bwd, double *hf, double *hb)
 {
@@ -569,6 +582,10 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         double cdy = m->rpn > 0 ? halo_levels(m, g, r, need_dy, ob, 4.0 * b->nr * b->cout) : p2p(m, ndy, bdy);
         double tf = cx + nx * m->c->task + 2 * bx / m->c->stream - inner * fwd;
         double tb = cdy + ndy * m->c->task + 2 * bdy / m->c->stream - inner * bwd;
+        if (m->busy > 0) { /* the messages wait for the interior's task: nothing hides */
+            tf += inner * fwd;
+            tb += inner * bwd;
+        }
         if (tf > *hf)
             *hf = tf;
         if (tb > *hb)
@@ -591,8 +608,20 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     kf = kf * m->oversub + ovh / 2;
     kb = kb * m->oversub + ovh / 2;
     c->compute = kf + kb;
+    c->task_f = kf / b.tiles;
+    c->task_b = kb / b.tiles;
     double hf, hb;
     halo(m, l, g, &b, kf, kb, &hf, &hb);
+    int hw = ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
+    if (l->group_sum_len && hw > 1) {
+        /* Batch normalization split over rows or columns sums its
+         * statistics over those ranks, forward and backward, before it
+         * can go on (sc_group_sum: every member's vector to every other,
+         * a task to send and one to add). */
+        double stats = p2p(m, hw - 1, 8.0 * (double)l->group_sum_len * (hw - 1)) + 2 * m->c->task;
+        hf += stats;
+        hb += stats;
+    }
     c->halo = hf + hb;
     int gc = ext(g, SC_DIM_C);
     double cf = 0, cb = 0;
@@ -601,8 +630,8 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
          * gathered back (src/net_plan.c, plan_exchanges). */
         struct sc_layout out = layout_out(l, g, m->B), part = out;
         part.cdims = SC_CDIMS_F;
-        cf = exchange(m, &part, &out, 0).seconds;
-        cb = exchange(m, &out, &part, 1).seconds;
+        cf = exchange(m, &part, &out, 0).seconds + behind(m, c->task_f);
+        cb = exchange(m, &out, &part, 1).seconds + behind(m, c->task_b);
     }
     c->channels = cf + cb;
     c->fwd = kf + hf + cf;
@@ -745,14 +774,19 @@ static double edge_cost(const struct model *m, const struct sc_layer *lu, const 
         return 0;
     if (lv->dx_is_dy)
         return INFINITY;
-    *fwd = exchange(m, &out, &in, 1).seconds;
-    *bwd = exchange(m, &in, &out, !(lv->mixes_channels && ext(&b->g, SC_DIM_F) > 1)).seconds;
+    /* Messages wait, forward behind the producer's task, backward behind
+     * the consumer's. */
+    struct exch f = exchange(m, &out, &in, 1),
+                k = exchange(m, &in, &out, !(lv->mixes_channels && ext(&b->g, SC_DIM_F) > 1));
+    *fwd = f.seconds + (f.bytes > 0 ? behind(m, a->task_f) : 0);
+    *bwd = k.seconds + (k.bytes > 0 ? behind(m, b->task_b) : 0);
     return *fwd + *bwd;
 }
 
 /* Whether edges e and f cost the same: what edge_cost reads of their
  * layers (u's output shape, v's input shape and kind) and the same
- * candidate grids at each end (a ResNet's blocks repeat their edges). */
+ * candidate grids and task times at each end (a ResNet's blocks repeat
+ * their edges). */
 static int same_edge(const struct model *m, const struct graph *G, const struct edge *e, const struct edge *f)
 {
     const struct sc_layer *ue = &m->net->layers[G->node[e->u].layer], *uf = &m->net->layers[G->node[f->u].layer];
@@ -766,7 +800,8 @@ static int same_edge(const struct model *m, const struct graph *G, const struct 
         if (a->ncand != b->ncand)
             return 0;
         for (int i = 0; i < a->ncand; i++)
-            if (memcmp(a->cand[i].g.extent, b->cand[i].g.extent, sizeof a->cand[i].g.extent))
+            if (memcmp(a->cand[i].g.extent, b->cand[i].g.extent, sizeof a->cand[i].g.extent) ||
+                a->cand[i].task_f != b->cand[i].task_f || a->cand[i].task_b != b->cand[i].task_b)
                 return 0;
     }
     return 1;
@@ -1078,6 +1113,7 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
     /* A cost per byte within ten times memory's is copying (shared
      * memory); a larger one, a wire that waits. */
     m.copying = c->cores > 0 && m.P * m.W >= c->cores && c->p2p_beta > 0 && c->p2p_beta < 30 / c->stream;
+    m.busy = m.copying && c->busy > 0 ? c->busy : 0;
     struct graph G = {0};
     struct sc_plan *p = calloc(1, sizeof *p);
     int err = p ? build_nodes(&m, o, &G) : sc_error(SC_ERR_NOMEM, "out of memory");

@@ -70,7 +70,7 @@ static void kernels(void)
 {
     struct sc_calib *c;
     check(sc_calib_new(&c) == 0 && c->p2p_alpha < 0 && c->nkernels == 0 && c->npoints == 0 && c->ranks_per_node == 0 &&
-              c->p2p_node_alpha < 0 && c->p2p_node_beta < 0,
+              c->p2p_node_alpha < 0 && c->p2p_node_beta < 0 && c->busy < 0,
           "a new calibration holds nothing, p2p not measured, one level");
     check(sc_calib_find(c, "fc n=1 in=2 out=3") == NULL, "nothing found in an empty calibration");
     char key[32];
@@ -168,6 +168,7 @@ static void round_trip(void)
     c->ranks_per_node = 4;
     c->p2p_node_alpha = 5e-6;
     c->p2p_node_beta = 1.0 / 32e9;
+    c->busy = 9.87e-3;
     sc_calib_add_allreduce(c, 2, 4096, 1.1e-4);
     sc_calib_add_allreduce(c, 2, 8 << 20, 4.4e-3);
     sc_calib_add_allreduce(c, 4, 65536, 2.2e-4);
@@ -195,6 +196,7 @@ static void round_trip(void)
           "p2p, task and stream");
     check(d->ranks_per_node == 4 && close_to(d->p2p_node_alpha, 5e-6) && close_to(d->p2p_node_beta, 1.0 / 32e9),
           "node: %d ranks per node, within-node link %g %g", d->ranks_per_node, d->p2p_node_alpha, d->p2p_node_beta);
+    check(close_to(d->busy, 9.87e-3), "busy %g", d->busy);
     int same = d->npoints == c->npoints;
     for (int i = 0; same && i < c->npoints; i++)
         same = d->allreduce[i].group == c->allreduce[i].group && d->allreduce[i].bytes == c->allreduce[i].bytes &&
@@ -253,6 +255,7 @@ static void tolerated(void)
                        "machine   a  b  \n"
                        "p2p 0 0\n"
                        "node\t2  1e-6 2e-10 # two per node\n"
+                       "busy 0.009\n"
                        "cores 2"; /* no final newline */
     char path[64];
     struct sc_calib *c = NULL;
@@ -268,6 +271,7 @@ static void tolerated(void)
         check(!strcmp(c->machine, "a b") && c->cores == 2 && c->p2p_alpha == 0 && c->npoints == 1,
               "the other records: machine '%s'", c->machine);
         check(c->ranks_per_node == 2 && c->p2p_node_alpha == 1e-6 && c->p2p_node_beta == 2e-10, "node record");
+        check(c->busy == 0.009, "busy record: %g", c->busy);
     }
     sc_calib_free(c);
     unlink(path);
@@ -306,6 +310,9 @@ static void malformed(void)
         {V "task 1e-5x\n", 2, "'1e-5x' is not a number"},
         {V "task 1e999\n", 2, "must be finite"},
         {V "p2p 1e-5\n", 2, "'p2p' takes 2 numbers"},
+        {V "busy -1\n", 2, "must be finite and >= 0"},
+        {V "busy 1 2\n", 2, "one field too many"},
+        {V "busy 1\nbusy 1\n", 3, "second 'busy' record (the first is on line 2)"},
         {V "p2p 1e-5 1e-10 3\n", 2, "one field too many"},
         {V "node 4 1e-6\n", 2, "'node' takes ranks per node and 2 numbers"},
         {V "node 4\n", 2, "'node' takes ranks per node"},

@@ -148,6 +148,41 @@ static void test_allreduce_timeline(void)
     sc_net_destroy(net);
 }
 
+/* The same network on 2 cores, 2 ranks x 1 worker, messages copied in
+ * memory (a cost per byte near memory's): the fc's allreduce during conv's
+ * backward takes the cores for all of its time, so per layer costs both
+ * collectives in full and the end policy (one collective) wins.  Over a
+ * wire (a cost per byte far above memory's) it hides as before. */
+static void test_shared_memory_policy(void)
+{
+    struct sc_net *net = model("m2.cfg", m2_text);
+    struct sc_calib *c = calib(0, 1e-9);
+    c->cores = 2;
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 100, 1e-3);
+    sc_calib_add_allreduce(c, 2, 10000, 2e-3);
+    double s = 1e9, upd = 20.0 * 350 / s;
+    double t_end = F1 + F2 + 80 / s + 160 / s + D2 + G2 + G1;
+    double ar_fc = 1e-3 + (1320.0 - 100) / 9900 * 1e-3, ar_conv = 1e-3, ar_all = 1e-3 + 1300.0 / 9900 * 1e-3;
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer"};
+    struct sc_plan *p = NULL;
+    sc_plan_make(net, c, &o, &p);
+    double layer = t_end + ar_fc + ar_conv + upd, end = t_end + ar_all + upd;
+    check(p && near(p->time, layer), "shared memory, per layer: %.9g = backward + both collectives %.9g",
+          p ? p->time : -1, layer);
+    sc_plan_free(p);
+    p = plan(net, c, 2, 2, "n2", 0);
+    check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "shared memory: policy %s, %.9g = %.9g",
+          p ? p->grad_comm : "?", p ? p->time : -1, end);
+    sc_plan_free(p);
+    c->p2p_beta = 1e-7; /* 100 times memory's: a wire */
+    p = plan(net, c, 2, 2, "n2", 0);
+    check(p && !strcmp(p->grad_comm, "layer"), "over a wire, same cores: policy %s", p ? p->grad_comm : "?");
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
 /* Redistribution h2 -> n2 and back, and conv0's halos, with kernels that
  * take no time (nothing hides the halo): B=4, 4 channels of 8x8.
  *  - forward: rank 0 has rows 0-3 of all 4 samples and needs all rows of
@@ -179,6 +214,28 @@ static void test_redistribution_and_halo(void)
     p = plan(net, c, 2, 4, NULL, 0);
     check(p && near(p->layer[0].halo, 2 * a + 768 * b), "conv0's halos: %.9g = 2 alpha + (256 + 512) beta",
           p ? p->layer[0].halo : -1);
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* Batch normalization split over rows (h2) sums its statistics, 2 x 4
+ * channels of doubles, with the other rank before it goes on, forward and
+ * backward: each a message of 64 bytes (and two tasks, free here). */
+static void test_bn_statistics(void)
+{
+    struct sc_net *net = model("bn.cfg", "[net]\nchannels=2\nheight=8\nwidth=8\nclasses=10\n"
+                                         "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[batchnorm]\nparallel=h2\nactivation=relu\n"
+                                         "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    double a = 1e-5, b = 1e-9;
+    struct sc_calib *c = calib(a, b);
+    fill(c, net, 2, 4, ZERO);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_plan *p = plan(net, c, 2, 4, NULL, 0);
+    check(p && !strcmp(p->grid[1], "h2") && near(p->layer[1].halo, 2 * (a + 64 * b)),
+          "bn h2: statistics summed each way %.9g = 2 (alpha + 64 beta)", p ? p->layer[1].halo : -1);
     sc_plan_free(p);
     sc_calib_free(c);
     sc_net_destroy(net);
@@ -226,6 +283,49 @@ static void test_channels(void)
     check(p && !strcmp(p->grid[0], "f2") && !strcmp(p->grid[1], "n2"), "--parallel c2: the first layer %s, the fc %s",
           p ? p->grid[0] : "?", p ? p->grid[1] : "?");
     sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* The same splits on 2 cores with messages copied in memory and a
+ * calibrated busy time of 2 ms: each exchange waits behind half a task of
+ * its layer, at most 2 ms; conv's forward task takes F1, its backward
+ * D1 + G1, the fc's D2 + G2; a local copy waits for nothing. */
+static void test_busy(void)
+{
+    struct sc_net *net = model("m3.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
+                                         "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=c2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    struct sc_calib *c = calib(1e-5, 1e-9);
+    c->cores = 2;
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_plan *idle = plan(net, c, 2, 2, NULL, 0);
+    c->busy = 2e-3;
+    struct sc_plan *p = plan(net, c, 2, 2, NULL, 0);
+    double conv = 0.5 * F1 + 2e-3, fc = 0.5 * F1 + 0.5 * (D2 + G2);
+    check(p && idle && near(p->layer[1].redistribute - idle->layer[1].redistribute, conv),
+          "busy: f2 -> f2 waits %.9g = F1 / 2 + 2 ms (capped)",
+          p && idle ? p->layer[1].redistribute - idle->layer[1].redistribute : -1);
+    check(p && idle && near(p->layer[2].redistribute, idle->layer[2].redistribute),
+          "busy: a local copy waits for nothing");
+    check(p && idle && near(p->layer[2].channels - idle->layer[2].channels, conv), "busy: c2's collectives wait %.9g",
+          p && idle ? p->layer[2].channels - idle->layer[2].channels : -1);
+    check(p && idle && near(p->layer[3].redistribute - idle->layer[3].redistribute, fc),
+          "busy: c2 -> n2 waits %.9g = F1 / 2 + (D2 + G2) / 2",
+          p && idle ? p->layer[3].redistribute - idle->layer[3].redistribute : -1);
+    sc_plan_free(p);
+    c->p2p_beta = 1e-7; /* a wire: the workers do not move its messages */
+    p = plan(net, c, 2, 2, NULL, 0);
+    sc_plan_free(idle);
+    c->busy = -1;
+    idle = plan(net, c, 2, 2, NULL, 0);
+    check(p && idle && near(p->layer[2].channels, idle->layer[2].channels), "busy, over a wire: no wait");
+    sc_plan_free(p);
+    sc_plan_free(idle);
     sc_calib_free(c);
     sc_net_destroy(net);
 }
@@ -437,6 +537,9 @@ int main(void)
     }
     test_compute();
     test_allreduce_timeline();
+    test_shared_memory_policy();
+    test_bn_statistics();
+    test_busy();
     test_redistribution_and_halo();
     test_channels();
     test_two_levels();
