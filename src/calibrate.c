@@ -315,6 +315,16 @@ static int time_tasks(struct sc_runtime *rt, int reps, double *t, double *out)
     return sc_runtime_agree(rt, err);
 }
 
+/* hs to the next rank, hr from the previous one, through StarPU-MPI;
+ * nonzero when an exchange failed. */
+static int shift_once(struct sc_runtime *rt, starpu_data_handle_t hs, starpu_data_handle_t hr, int64_t tag)
+{
+    int P = rt->size, next = (rt->rank + 1) % P, prev = (rt->rank + P - 1) % P;
+    starpu_mpi_req sreq, rreq;
+    return starpu_mpi_irecv(hr, &rreq, prev, tag, rt->comm) || starpu_mpi_isend(hs, &sreq, next, tag, rt->comm) ||
+           starpu_mpi_wait(&rreq, MPI_STATUS_IGNORE) || starpu_mpi_wait(&sreq, MPI_STATUS_IGNORE);
+}
+
 /* Every rank sends a vector of bytes to the next rank and receives one
  * from the previous, all at once, through StarPU-MPI: the slowest rank's
  * time, the median of reps, on every rank.  All at once, because that is
@@ -326,7 +336,6 @@ static int time_shift(struct sc_runtime *rt, size_t bytes, int reps, double *t, 
     starpu_data_handle_t hs = NULL, hr = NULL;
     float *ms = NULL, *mr = NULL;
     int64_t tag = sc_tags_reserve(1); /* every rank alike, as plans reserve theirs */
-    int P = rt->size, next = (rt->rank + 1) % P, prev = (rt->rank + P - 1) % P;
     int err = sc_vector_new(&hs, (void **)&ms, bytes / sizeof(float), sizeof(float));
     if (!err)
         err = sc_vector_new(&hr, (void **)&mr, bytes / sizeof(float), sizeof(float));
@@ -334,9 +343,7 @@ static int time_shift(struct sc_runtime *rt, size_t bytes, int reps, double *t, 
     for (int r = -WARM; r < reps && !err; r++) {
         MPI_Barrier(rt->ctl);
         double t0 = now();
-        starpu_mpi_req sreq, rreq;
-        err = starpu_mpi_irecv(hr, &rreq, prev, tag, rt->comm) || starpu_mpi_isend(hs, &sreq, next, tag, rt->comm) ||
-              starpu_mpi_wait(&rreq, MPI_STATUS_IGNORE) || starpu_mpi_wait(&sreq, MPI_STATUS_IGNORE);
+        err = shift_once(rt, hs, hr, tag);
         if (r >= 0)
             t[r] = now() - t0;
     }
@@ -367,7 +374,6 @@ static int time_busy(struct sc_runtime *rt, int reps, double *t, double *out)
     starpu_data_handle_t hs = NULL, hr = NULL, hb[SC_MAX_WORKERS_BUSY] = {NULL};
     float *ms = NULL, *mr = NULL, *mb[SC_MAX_WORKERS_BUSY] = {NULL};
     int64_t tag = sc_tags_reserve(1);
-    int P = rt->size, next = (rt->rank + 1) % P, prev = (rt->rank + P - 1) % P;
     int nw = (int)starpu_cpu_worker_get_count();
     if (nw > SC_MAX_WORKERS_BUSY)
         nw = SC_MAX_WORKERS_BUSY;
@@ -383,10 +389,7 @@ static int time_busy(struct sc_runtime *rt, int reps, double *t, double *out)
             for (int w = 0; w < nw && !err; w++)
                 err = sc_insert_zero(NULL, hb[w], "calibrate.busy");
         double t0 = now();
-        starpu_mpi_req sreq, rreq;
-        err = err || starpu_mpi_irecv(hr, &rreq, prev, tag, rt->comm) ||
-              starpu_mpi_isend(hs, &sreq, next, tag, rt->comm) || starpu_mpi_wait(&rreq, MPI_STATUS_IGNORE) ||
-              starpu_mpi_wait(&sreq, MPI_STATUS_IGNORE);
+        err = err || shift_once(rt, hs, hr, tag);
         if (r >= 0)
             t[r] = now() - t0;
         for (int w = 0; w < nw; w++)
