@@ -427,27 +427,27 @@ static void mesh_cell_labels(const struct synth_labels_args *ta, int32_t idx, in
     }
 }
 
-static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
+void sc_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
+                     int32_t *labels)
 {
-    const struct synth_labels_args *ta = cl_arg;
-    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int bw = ta->box.c1 - ta->box.c0, fc = ta->a.w / ta->ow;
-    size_t per = ta->a.kind == SC_SYNTH_MESH ? (size_t)sc_box_area(ta->box) : 1;
-    size_t width = ta->a.kind == SC_SYNTH_MESH ? (size_t)bw * fc : 1;
-    float *x = malloc(width * ta->a.c * sizeof(float));
+    struct synth_labels_args ta = {.a = *a, .oh = oh, .ow = ow, .box = box};
+    int bw = box.c1 - box.c0, fc = a->w / ow;
+    size_t per = a->kind == SC_SYNTH_MESH ? (size_t)sc_box_area(box) : 1;
+    size_t width = a->kind == SC_SYNTH_MESH ? (size_t)bw * fc : 1;
+    float *x = malloc(width * a->c * sizeof(float));
     int32_t *row = malloc(width * sizeof(int32_t));
     int *ones = malloc((size_t)bw * sizeof(int));
-    struct sc_synth_args one = ta->a;
+    struct sc_synth_args one = *a;
     one.n = 1, one.r0 = 0, one.r1 = 1, one.c0 = 0, one.c1 = 1;
-    for (int s = 0; s < ta->a.n; s++) {
+    for (int s = 0; s < a->n; s++) {
         int32_t *lab = labels + s * per;
-        if (ta->idx[s] < 0 || !x || !row || !ones) {
+        if (idx[s] < 0 || !x || !row || !ones) {
             for (size_t i = 0; i < per; i++)
                 lab[i] = -1;
-        } else if (ta->a.kind == SC_SYNTH_MESH) {
-            mesh_cell_labels(ta, ta->idx[s], lab, ones, x, row);
+        } else if (a->kind == SC_SYNTH_MESH) {
+            mesh_cell_labels(&ta, idx[s], lab, ones, x, row);
         } else {
-            sc_synth_sample(&one, ta->idx[s], x, lab);
+            sc_synth_sample(&one, idx[s], x, lab);
         }
     }
     if (!x || !row || !ones)
@@ -455,6 +455,12 @@ static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
     free(x);
     free(row);
     free(ones);
+}
+
+static void cl_synth_labels_cpu_func(void *buffers[], void *cl_arg)
+{
+    const struct synth_labels_args *ta = cl_arg;
+    sc_synth_labels(&ta->a, ta->oh, ta->ow, ta->box, ta->idx, (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]));
 }
 
 SC_CODELET(cl_synth_labels, "synth_labels", NULL, cl_synth_labels_cpu_func, NULL, 1, STARPU_W);

@@ -76,6 +76,11 @@ int sc_insert_synth_labels(const struct sc_task_opts *opts, const struct sc_synt
 
 void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels);
 
+/* What an sc_insert_synth_labels task writes, called directly: the a->n
+ * samples idx at the loss's resolution oh x ow, its block box. */
+void sc_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_box box, const int32_t *idx,
+                     int32_t *labels);
+
 /* Elements of x and of labels for one sample of the block of a (0 when
  * the arguments are invalid; a->n is ignored). */
 size_t sc_synth_x_count(const struct sc_synth_args *a);

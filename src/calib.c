@@ -28,7 +28,7 @@ int sc_calib_new(struct sc_calib **out)
         return sc_error(SC_ERR_NOMEM, "out of memory for a calibration");
     c->p2p_alpha = c->p2p_beta = -1;
     c->p2p_node_alpha = c->p2p_node_beta = -1;
-    c->busy = -1;
+    c->busy = c->load = -1;
     return 0;
 }
 
@@ -209,6 +209,8 @@ static int write_body(FILE *fp, const void *ctx)
         fprintf(fp, "node %d %.9g %.9g\n", c->ranks_per_node, c->p2p_node_alpha, c->p2p_node_beta);
     if (c->busy >= 0)
         fprintf(fp, "busy %.9g\n", c->busy);
+    if (c->load >= 0)
+        fprintf(fp, "load %.9g\n", c->load);
     if (c->task > 0)
         fprintf(fp, "task %.9g\n", c->task);
     if (c->stream > 0)
@@ -228,7 +230,8 @@ int sc_calib_save(const struct sc_calib *c, const char *path)
     /* What the loader would refuse is refused here, so that a file written
      * is a file that loads. */
     if ((c->p2p_alpha >= 0 && !valid_time(c->p2p_beta)) || isnan(c->p2p_alpha) || isinf(c->p2p_alpha) ||
-        !isfinite(c->task) || !isfinite(c->stream) || isnan(c->busy) || isinf(c->busy))
+        !isfinite(c->task) || !isfinite(c->stream) || isnan(c->busy) || isinf(c->busy) || isnan(c->load) ||
+        isinf(c->load))
         return sc_error(SC_ERR_ARG,
                         "%s: not saved: a time of the calibration is not finite (p2p %g %g, task %g, "
                         "stream %g)",
@@ -246,11 +249,11 @@ struct parser {
     const char *path;
     int line;
     struct sc_calib *c;
-    int seen[9]; /* the line of each one-off record (index: record_names) */
+    int seen[10]; /* the line of each one-off record (index: record_names) */
 };
 
-static const char *const record_names[9] = {CALIB_MAGIC, "machine", "cores", "workers", "p2p",
-                                            "task",      "stream",  "node",  "busy"};
+static const char *const record_names[10] = {CALIB_MAGIC, "machine", "cores", "workers", "p2p",
+                                             "task",      "stream",  "node",  "busy",    "load"};
 
 __attribute__((format(printf, 2, 3))) static int bad(const struct parser *ps, const char *fmt, ...)
 {
@@ -404,10 +407,11 @@ static int parse_line(struct parser *ps, char *p)
         c->p2p_beta = v[1];
         return 0;
     }
-    if (!strcmp(rec, "busy")) {
-        if ((err = numbers(ps, &p, rec, "1 number (s)", 1, v, 0, 0)) || (err = once(ps, 8)))
+    if (!strcmp(rec, "busy") || !strcmp(rec, "load")) {
+        int is_busy = rec[0] == 'b';
+        if ((err = numbers(ps, &p, rec, "1 number (s)", 1, v, 0, 0)) || (err = once(ps, is_busy ? 8 : 9)))
             return err;
-        c->busy = v[0];
+        *(is_busy ? &c->busy : &c->load) = v[0];
         return 0;
     }
     if (!strcmp(rec, "task") || !strcmp(rec, "stream")) {
@@ -433,7 +437,8 @@ static int parse_line(struct parser *ps, char *p)
         return parse_allreduce(ps, p);
     if (!strcmp(rec, "kernel"))
         return parse_kernel(ps, p);
-    return bad(ps, "unknown record '%s' (machine, cores, workers, p2p, node, busy, task, stream, allreduce, kernel)",
+    return bad(ps,
+               "unknown record '%s' (machine, cores, workers, p2p, node, busy, load, task, stream, allreduce, kernel)",
                rec);
 }
 

@@ -15,6 +15,8 @@
  *   busy <s>                           (optional: a message of 1 MiB from every rank to the
  *                                       next while every worker runs long tasks: on cores
  *                                       the workers fill, a message waits for them)
+ *   load <s>                           (optional: seconds per input element a rank loads,
+ *                                       for the data set given to calibrate --data)
  *   task <s>                           (a task's overhead: submission to end)
  *   stream <bytes/s>                   (memory streamed by one worker)
  *   allreduce <group> <bytes> <s>      (the task-based ring allreduce, per group size)
@@ -28,8 +30,8 @@
  * the line (a machine text's '#' is saved as a space).  Numbers are
  * finite and >= 0; counts and groups whole and >= 1.  What was not
  * measured is left out: cores, workers, task, stream and ranks_per_node
- * then read 0, and p2p_alpha, p2p_beta, p2p_node_alpha, p2p_node_beta
- * and busy -1. */
+ * then read 0, and p2p_alpha, p2p_beta, p2p_node_alpha, p2p_node_beta,
+ * busy and load -1. */
 #ifndef SC_CALIB_H
 #define SC_CALIB_H
 
@@ -60,6 +62,7 @@ struct sc_calib {
     int ranks_per_node;
     double p2p_node_alpha, p2p_node_beta;
     double busy; /* < 0: not measured */
+    double load; /* < 0: not measured */
     double task;
     double stream;
     struct sc_calib_kernel *kernels;

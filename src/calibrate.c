@@ -19,6 +19,7 @@
 #include "base/error.h"
 #include "base/rng.h"
 #include "codelets/codelets.h"
+#include "codelets/codelets_synth.h"
 #include "codelets/kernels.h"
 #include "net.h"
 #include "tasks/tasks.h"
@@ -282,6 +283,59 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
     for (int i = 0; i < NBUF; i++)
         free(k.buf[i]);
     free(k.t);
+    return err;
+}
+
+/* ---- the data ---- */
+
+int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct sc_dataset *ds, int reps,
+                      FILE *progress)
+{
+    if (reps < 1)
+        return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+    /* The labels at the loss's resolution (src/net_step.c). */
+    const struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    int oh = loss->whole_sample ? 1 : loss->in.h, ow = loss->whole_sample ? 1 : loss->in.w;
+    struct sc_synth_args a = {.seed = ds->seed,
+                              .kind = ds->synthetic - 1,
+                              .c = ds->c,
+                              .h = ds->h,
+                              .w = ds->w,
+                              .classes = ds->classes,
+                              .r1 = ds->h,
+                              .c1 = ds->w,
+                              .n = 1};
+    size_t per = (size_t)ds->c * ds->h * ds->w, nl = (size_t)oh * ow;
+    int n = ds->n < 8 ? ds->n : 8;
+    float *x = malloc(per * n * sizeof *x);
+    int32_t *labels = malloc(per * sizeof *labels); /* sc_synth_sample's per-pixel labels, the most */
+    double *t = malloc((size_t)reps * sizeof *t);
+    int err = x && labels && t && n > 0 && oh >= 1 && ow >= 1 && (!ds->synthetic || nl <= per)
+                  ? 0
+                  : sc_error(SC_ERR_NOMEM, "out of memory for the data set's timing");
+    for (int r = -1; r < reps && !err; r++) { /* the first unmeasured: pages mapped */
+        double t0 = now();
+        for (int32_t i = 0; i < n; i++) {
+            if (ds->synthetic) {
+                sc_synth_sample(&a, i, x + (size_t)i * per, labels);
+                sc_synth_labels(&a, oh, ow, (struct sc_box){0, oh, 0, ow}, &i, labels);
+                continue;
+            }
+            const uint8_t *src = ds->images + (size_t)i * per;
+            for (size_t p = 0; p < per; p++) /* as cl_load_batch */
+                x[(size_t)i * per + p] = src[p] / 255.0f;
+            labels[0] = ds->labels[i];
+        }
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    if (!err) {
+        c->load = median(t, reps) / ((double)n * per);
+        if (progress)
+            fprintf(progress, "calibrate: loading a sample (%zu values, its labels): %.3f ms\n", per,
+                    c->load * per * 1e3);
+    }
+    free(x), free(labels), free(t);
     return err;
 }
 

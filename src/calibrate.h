@@ -9,6 +9,7 @@
 #include "calib.h"
 #include "plan.h"
 #include "runtime.h"
+#include "starconv.h"
 
 /* The machine: its name (CPU model and "N cores"), its online cores, and
  * stream, the bytes per second (read plus written) one thread copies
@@ -26,6 +27,14 @@ int sc_calibrate_machine_name(char *name, size_t len);
  * none).  Needs neither StarPU nor MPI. */
 int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
                          FILE *progress);
+
+/* load: seconds per input element of loading ds's samples, and their
+ * labels at the resolution of net's loss, as the load tasks do
+ * (codelets/cl_load.c, cl_synth.c): generated (a synthetic data set) or
+ * converted from bytes, 8 samples, the median of reps.  Needs neither
+ * StarPU nor MPI. */
+int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct sc_dataset *ds, int reps,
+                      FILE *progress);
 
 /* Collective over the ranks of rt (sc_runtime_init), results on every
  * rank: task, the overhead of a task (a chain of small ones); with 2 ranks

@@ -602,6 +602,8 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     int err, tasks = 0;
     if ((err = kernel_times(m, l, g, &b, &kf, &kb, &tasks)))
         return err;
+    if (l->src[0] < 0 && m->c->load > 0) /* the input block each rank loads (src/net_step.c) */
+        kf += (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load;
     /* Ranks x workers beyond the cores share them; each tile's tasks pay
      * the runtime's overhead. */
     double ovh = (double)tasks * b.tiles / m->W * m->c->task;

@@ -45,6 +45,9 @@ static const char usage[] =
     "  --grad-comm MODE     layer, bucket:25 or end (default: the best of the three)\n"
     "  --json               print the plan as JSON\n"
     "  --reps N             calibrate: timed repetitions per measurement (default 7)\n"
+    "  --data D             calibrate: also time loading the samples of D (a Fashion-MNIST\n"
+    "                       directory or synthetic:..., as starconv-train --data takes it),\n"
+    "                       which plans then count per input value a rank loads\n"
     "  --machine FILE       predict for the machine FILE describes (ranks per node, links,\n"
     "                       compute from a calibration made there or a roofline; see\n"
     "                       src/machine.h and models/machines/) instead of this one: the\n"
@@ -62,7 +65,7 @@ static const char usage[] =
     "slower network.  Exit status: 0, 2 on bad input, 1 on other failures.\n";
 
 struct opts {
-    const char *model, *calibration, *grid, *grad_comm, *machine;
+    const char *model, *calibration, *grid, *grad_comm, *machine, *data;
     int calibrate, ranks, batch, workers, json, reps, max_ranks;
     double mem_limit;
 };
@@ -106,6 +109,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"reps", required_argument, 0, 'r'},
         {"machine", required_argument, 0, 'X'},
         {"max-ranks", required_argument, 0, 'R'},
+        {"data", required_argument, 0, 'D'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -139,6 +143,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case 'c':
             o->calibration = optarg;
+            break;
+        case 'D':
+            o->data = optarg;
             break;
         case 'X':
             o->machine = optarg;
@@ -177,6 +184,8 @@ static int parse_args(int argc, char **argv, struct opts *o)
         err = sc_error(SC_ERR_ARG, "unexpected argument '%s' (see --help)", argv[optind]);
     if (!err && !o->model)
         err = sc_error(SC_ERR_ARG, "--model FILE is required (see --help)");
+    if (!err && o->data && !o->calibrate)
+        err = sc_error(SC_ERR_ARG, "--data is an option of calibrate");
     if (!err && o->machine && o->calibrate)
         err = sc_error(SC_ERR_ARG, "calibrate measures this machine; --machine describes another");
     if (!err && !o->calibrate && !o->machine && !o->ranks)
@@ -256,6 +265,16 @@ static void quiet_barrier(MPI_Comm comm)
     }
 }
 
+/* The data set --data names, a synthetic one or a directory of
+ * Fashion-MNIST's files. */
+static int open_data(const char *spec, struct sc_dataset *ds)
+{
+    int err = sc_dataset_synthetic(spec, 0, ds);
+    if (err == 1)
+        err = sc_dataset_load_idx(spec, "train", ds);
+    return err ? sc_error(err, "--data: %s", sc_last_error()) : 0;
+}
+
 static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char ***argv)
 {
     int err, size = 1, rank = 0;
@@ -280,6 +299,10 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
     if (!err && c->nkernels && c->workers != o->workers)
         err = sc_error(SC_ERR_ARG, "%s holds times for %d workers per rank, not %d: calibrate into another file",
                        o->calibration, c->workers, o->workers);
+    /* The data set first: a bad --data costs no measurement. */
+    struct sc_dataset ds = {0};
+    if (!err && rank == 0 && o->data)
+        err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
         struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL};
@@ -288,6 +311,8 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = sc_calibrate_machine(c);
         if (!err)
             err = sc_calibrate_compute(c, net, &po, o->reps, stderr);
+        if (!err && o->data)
+            err = sc_calibrate_load(c, net, &ds, o->reps, stderr);
         fprintf(stderr, "calibrate: %d kernels, %.1f s\n", c->nkernels, MPI_Wtime() - t0);
     }
     quiet_barrier(MPI_COMM_WORLD);
@@ -307,6 +332,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
     }
     if (!err && rank == 0)
         fprintf(stderr, "calibrate: wrote %s (%s)\n", o->calibration, c->machine);
+    sc_dataset_free(&ds);
     sc_calib_free(c);
     sc_kernels_shutdown();
     return err;

@@ -112,6 +112,12 @@ static void test_compute(void)
     check(p && near(p->time, want), "1 rank: time %.9g = kernels + softmax + SGD %.9g", p ? p->time : -1, want);
     check(p && !strcmp(p->grid[0], "n1") && p->total.allreduce == 0, "1 rank: n1, no allreduce");
     sc_plan_free(p);
+    /* Loading the batch: 2 samples x 16 values at the calibrated rate. */
+    c->load = 1e-6;
+    p = plan(net, c, 1, 2, NULL, 0);
+    check(p && near(p->time, want + 32e-6) && near(p->layer[0].compute, F1 + G1 + 32e-6),
+          "1 rank, loading the data: %.9g = %.9g + 32 values x 1 us", p ? p->time : -1, want);
+    sc_plan_free(p);
     sc_calib_free(c);
     sc_net_destroy(net);
 }

@@ -77,6 +77,18 @@ expect_bad "calibration for fewer ranks" "mpirun -np 4" "$PLAN" --model "$WIDE" 
   --calibration "$CAL"
 expect_bad "unknown layer in --parallel" "no layer 'conv9'" "$PLAN" --model "$WIDE" --ranks 2 --batch 8 \
   --calibration "$CAL" --parallel conv9=c2
+expect_bad "calibrate --data, no such data set" "--data: $WORK/nodata" "$PLAN" calibrate --model "$WIDE" --batch 8 \
+  --calibration "$WORK/data.txt" --data "$WORK/nodata"
+[ ! -e "$WORK/data.txt" ] && ok "calibrate --data, no such data set: no file written" ||
+  fail "calibrate --data, no such data set: $WORK/data.txt written"
+# The data set's loading, timed on one rank: a load record the plan counts.
+if "$PLAN" calibrate --model "$WIDE" --batch 8 --reps 3 --calibration "$WORK/data.txt" \
+  --data synthetic:1x28x28:10 >"$WORK/log" 2>&1 && grep -q '^load ' "$WORK/data.txt"; then
+  ok "calibrate --data synthetic:1x28x28:10: $(grep '^load ' "$WORK/data.txt")"
+else
+  fail "calibrate --data"
+  tail -3 "$WORK/log"
+fi
 # starconv-train: every rank stops; rank 0 says why, in one line.
 run 2 1 --model "$WIDE" $common --parallel auto --calibration "$WORK/bad.txt" >"$WORK/out" 2>"$WORK/err"
 rc=$?
