@@ -293,18 +293,10 @@ int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct
 {
     if (reps < 1)
         return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
-    /* The labels at the loss's resolution (src/net_step.c). */
-    const struct sc_layer *loss = &net->layers[net->nlayers - 1];
-    int oh = loss->whole_sample ? 1 : loss->in.h, ow = loss->whole_sample ? 1 : loss->in.w;
-    struct sc_synth_args a = {.seed = ds->seed,
-                              .kind = ds->synthetic - 1,
-                              .c = ds->c,
-                              .h = ds->h,
-                              .w = ds->w,
-                              .classes = ds->classes,
-                              .r1 = ds->h,
-                              .c1 = ds->w,
-                              .n = 1};
+    /* The labels at the loss's resolution, as training loads them. */
+    int oh, ow;
+    sc_net_label_shape(net, &oh, &ow);
+    struct sc_synth_args a = sc_dataset_synth_args(ds, (struct sc_box){0, ds->h, 0, ds->w}, 1);
     size_t per = (size_t)ds->c * ds->h * ds->w, nl = (size_t)oh * ow;
     int n = ds->n < 8 ? ds->n : 8;
     float *x = malloc(per * n * sizeof *x);

@@ -87,6 +87,14 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
  * since setup (not counting replicated layers' gathers). */
 uint64_t sc_net_grad_bytes(const struct sc_net *net);
 
+/* The resolution of the loss's labels: 1 x 1 for a label per sample, the
+ * loss's input for per-pixel labels. */
+void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow);
+
+/* The generator's arguments for n samples of the synthetic data set ds,
+ * block box of each (codelets/codelets_synth.h). */
+struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct sc_box box, int n);
+
 /* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
  * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking. */
 int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,

@@ -775,7 +775,9 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     size_t pixels = (size_t)net->input.c * sc_box_area(first->xch.in_box);
     struct sc_layer *loss = &net->layers[net->nlayers - 1];
     size_t labels = (size_t)last->tiles.max * (loss->whole_sample ? 1 : sc_box_area(last->xch.in_box));
-    D->loss_pixels = loss->whole_sample ? 1 : loss->in.h * loss->in.w;
+    int oh, ow;
+    sc_net_label_shape(net, &oh, &ow);
+    D->loss_pixels = oh * ow;
     for (int t = 0; t < T; t++)
         if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tiles.max * pixels, sizeof(float))) ||
             (err = sc_vector_new(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||

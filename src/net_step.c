@@ -102,6 +102,29 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
     return io;
 }
 
+void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow)
+{
+    const struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    *oh = loss->whole_sample ? 1 : loss->in.h;
+    *ow = loss->whole_sample ? 1 : loss->in.w;
+}
+
+struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct sc_box box, int n)
+{
+    return (struct sc_synth_args){.seed = ds->seed,
+                                  .kind = ds->synthetic - 1,
+                                  .c = ds->c,
+                                  .h = ds->h,
+                                  .w = ds->w,
+                                  .classes = ds->classes,
+                                  .r0 = box.r0,
+                                  .r1 = box.r1,
+                                  .c0 = box.c0,
+                                  .c1 = box.c1,
+                                  .n = n,
+                                  .nan_sample = ds->nan_sample};
+}
+
 /* Load the tiles' samples of global batch idx (B entries; -1: padding),
  * then run the forward pass (and the loss) of every tile, with the
  * redistributions and halo exchanges between layers. */
@@ -113,27 +136,17 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
     const struct sc_task_opts *crit = &D->critical;
     struct sc_load_block blk = {
         ds->c, ds->h, ds->w, first->xch.in_box.r0, first->xch.in_box.r1, first->xch.in_box.c0, first->xch.in_box.c1};
+    int oh, ow;
+    sc_net_label_shape(net, &oh, &ow);
     for (int t = 0; t < D->ntiles && ds->synthetic; t++) {
         struct sc_layer *loss = &net->layers[net->nlayers - 1];
         struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->xch.in_box;
-        struct sc_synth_args a = {.seed = ds->seed,
-                                  .kind = ds->synthetic - 1,
-                                  .c = ds->c,
-                                  .h = ds->h,
-                                  .w = ds->w,
-                                  .classes = ds->classes,
-                                  .r0 = first->xch.in_box.r0,
-                                  .r1 = first->xch.in_box.r1,
-                                  .c0 = first->xch.in_box.c0,
-                                  .c1 = first->xch.in_box.c1,
-                                  .n = first->tiles.n[t],
-                                  .nan_sample = ds->nan_sample};
+        struct sc_synth_args a = sc_dataset_synth_args(ds, first->xch.in_box, first->tiles.n[t]);
         if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], D->hx0[t], NULL, D->load_name)))
             return err;
         a.n = last->tiles.n[t];
-        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, loss->whole_sample ? 1 : loss->in.h,
-                                                 loss->whole_sample ? 1 : loss->in.w, lb, idx + last->tiles.s0[t],
-                                                 D->hlabels[t], D->load_name)))
+        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t], D->hlabels[t],
+                                                 D->load_name)))
             return err;
     }
     for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {

@@ -571,21 +571,19 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         if (ndy == 4)
             ndy = 8;
         /* The interior (outputs whose windows stay in the block) runs
-         * while the halo travels. */
+         * while the halo travels; behind busy workers (m->busy) the
+         * messages wait for it instead, and nothing hides. */
         int i0, i1, j0, j1;
         sc_window_interior(&l->win_r, ob.r0, ob.r1, ib.r0, ib.r1, &i0, &i1);
         sc_window_interior(&l->win_c, ob.c0, ob.c1, ib.c0, ib.c1, &j0, &j1);
-        double inner =
-            sc_box_area(ob) ? (double)(i1 > i0 ? i1 - i0 : 0) * (j1 > j0 ? j1 - j0 : 0) / sc_box_area(ob) : 0;
+        double inner = sc_box_area(ob) && m->busy <= 0
+                           ? (double)(i1 > i0 ? i1 - i0 : 0) * (j1 > j0 ? j1 - j0 : 0) / sc_box_area(ob)
+                           : 0;
         double bx = 4.0 * b->nr * b->cin * ax, bdy = 4.0 * b->nr * b->cout * ady;
         double cx = m->rpn > 0 ? halo_levels(m, g, r, need, ib, 4.0 * b->nr * b->cin) : p2p(m, nx, bx);
         double cdy = m->rpn > 0 ? halo_levels(m, g, r, need_dy, ob, 4.0 * b->nr * b->cout) : p2p(m, ndy, bdy);
         double tf = cx + nx * m->c->task + 2 * bx / m->c->stream - inner * fwd;
         double tb = cdy + ndy * m->c->task + 2 * bdy / m->c->stream - inner * bwd;
-        if (m->busy > 0) { /* the messages wait for the interior's task: nothing hides */
-            tf += inner * fwd;
-            tb += inner * bwd;
-        }
         if (tf > *hf)
             *hf = tf;
         if (tb > *hb)
