@@ -409,7 +409,7 @@ int sc_ring_allreduce_submit(struct sc_ring *r, const struct sc_task_opts *opts)
         return 0;
     if (r->use_direct) {
         r->sent += starpu_vector_get_nx(r->vec) * sizeof(float);
-        return sc_direct_allreduce_submit(r->direct, opts, r->vec);
+        return sc_direct_allreduce_submit(r->direct, r->vec);
     }
     if (r->chain) {
         int err = chain_reduce(r, opts);
@@ -488,7 +488,7 @@ int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, const struct sc_task_opts *
     }
     if (r->chain || r->use_direct) {
         r->sent += r->use_direct && r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
-        err = r->use_direct ? sc_direct_reduce_submit(r->direct, opts, r->vec) : chain_reduce(r, opts);
+        err = r->use_direct ? sc_direct_reduce_submit(r->direct, r->vec) : chain_reduce(r, opts);
         return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, opts, r->vec) : err;
     }
     int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg;
@@ -508,7 +508,7 @@ int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *
         int err = r->rank == 0 ? sc_insert_sgd(opts, sgd, s->weights, s->momentum, r->vec, s->name) : 0;
         r->sent += r->use_direct && !r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
         return err             ? err
-               : r->use_direct ? sc_direct_bcast_submit(r->direct, opts, s->weights)
+               : r->use_direct ? sc_direct_bcast_submit(r->direct, s->weights)
                                : chain_broadcast(r, opts, s->weights);
     }
     int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg, err = 0;

@@ -73,18 +73,20 @@ void sc_ring_owned_range(const struct sc_ring *ring, size_t *first, size_t *coun
 /* vec = sum over the ranks of vec.  Non-blocking: submits tasks and transfers. */
 int sc_ring_allreduce_submit(struct sc_ring *ring, const struct sc_task_opts *opts);
 
-/* A small vector's collectives as one task each (tasks/direct.c): the task
- * posts an MPI nonblocking collective on a communicator of the plan's own
- * (split from comm by color, ordered by key) and ends when a thread of
- * ours sees it complete, so it holds no worker while the data travel.
+/* A small vector's collectives as one MPI nonblocking collective each
+ * (tasks/direct.c), on a communicator of the plan's own (split from comm
+ * by color, ordered by key): posted as soon as the vector is ready (an
+ * asynchronous acquisition, ordered with the vector's tasks), released to
+ * the tasks after it when the collective completes; no worker is held
+ * while the data travel.
  * The vector: floats in main memory, written in place (reduce: on the
  * new communicator's rank 0; bcast: from it). */
 struct sc_direct;
 int sc_direct_create(struct sc_direct **out, MPI_Comm comm, int color, int key, const char *name);
 void sc_direct_destroy(struct sc_direct *d);
-int sc_direct_allreduce_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v);
-int sc_direct_reduce_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v);
-int sc_direct_bcast_submit(struct sc_direct *d, const struct sc_task_opts *opts, starpu_data_handle_t v);
+int sc_direct_allreduce_submit(struct sc_direct *d, starpu_data_handle_t v);
+int sc_direct_reduce_submit(struct sc_direct *d, starpu_data_handle_t v);
+int sc_direct_bcast_submit(struct sc_direct *d, starpu_data_handle_t v);
 /* Called (from our thread) whenever a direct collective completes
  * (sc_tasks_set_wake_hook sets it too). */
 void sc_direct_set_wake_hook(void (*fn)(void));
