@@ -6,8 +6,8 @@
  *   2. MPI_Allreduce while StarPU and StarPU-MPI run in the same processes,
  *      interleaved with 3. (their threads perturb MPI's timing);
  *   3. the task graph: submission to the moment the vector can be read (a
- *      vector of at most 64 KiB: the one task of the direct path, as in
- *      training; --direct 0: the ring whatever the size).
+ *      vector of at most 64 KiB: the direct path's one nonblocking
+ *      collective, as in training; --direct 0: the ring whatever the size).
  * --trace FILE writes the timeline of the task graph's repetitions (tasks and
  * transfers, as starconv-train --trace) to FILE.  --segment KB: the ring's
  * segment size (starconv-train --comm-segment; default, as there, 512).
@@ -168,7 +168,7 @@ int main(int argc, char **argv)
     double mm = median(t_mpi, reps), ms = median(t_sc, reps);
     char path[64];
     if (sc_ring_is_direct(ring))
-        snprintf(path, sizeof path, "one MPI_Iallreduce task");
+        snprintf(path, sizeof path, "direct: one MPI_Iallreduce");
     else
         snprintf(path, sizeof path, "%ld KiB segments", segment_kb);
     if (rt.rank == 0)
