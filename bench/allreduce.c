@@ -1,11 +1,12 @@
 /* sc-allreduce-bench [--trace FILE] [--segment KB] [--direct KB] [FLOATS] [REPS]: the cost of starconv's
  * allreduce task graph (the ring of tasks/collectives.c, with the windows of
- * training) against MPI_Allreduce on the same vector, in three columns from
+ * training) against MPI_Allreduce on the same vector, in four columns from
  * one run (rank 0 prints the medians):
  *   1. MPI_Allreduce before StarPU starts (MPI started as starconv starts it);
- *   2. MPI_Allreduce while StarPU and StarPU-MPI run in the same processes,
- *      interleaved with 3. (their threads perturb MPI's timing);
- *   3. the task graph: submission to the moment the vector can be read (a
+ *   2. MPI_Allreduce once StarPU and StarPU-MPI run in the same processes,
+ *      with nothing submitted (their idle threads perturb MPI's timing);
+ *   3. the same, interleaved with 4. (so is what the task graph leaves);
+ *   4. the task graph: submission to the moment the vector can be read (a
  *      vector of at most 64 KiB: the direct path's one nonblocking
  *      collective, as in training; --direct 0: the ring whatever the size).
  * --trace FILE writes the timeline of the task graph's repetitions (tasks and
@@ -44,11 +45,24 @@ static double median(double *t, int n)
 
 #define WARM 5
 
+/* Before every repetition, in every column, the vector is written again,
+ * as training's backward writes a gradient before its collective: the
+ * same values each time, and the vector in the cache as a gradient just
+ * computed would be.  Without it the columns differed by what the others
+ * left in the cache: a 4 MiB MPI_Allreduce took 0.38-0.53 ms on a vector
+ * it had just reduced, 0.72-1.06 ms after 64 MiB of other writes. */
+static void fill(float *x, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        x[i] = 1.0f;
+}
+
 /* Median seconds of MPI_Allreduce over m (n floats) on comm. */
 static double time_mpi(float *m, size_t n, int reps, MPI_Comm comm)
 {
     double *t = malloc(reps * sizeof(double));
     for (int r = -WARM; r < reps; r++) {
+        fill(m, n);
         MPI_Barrier(comm);
         double t0 = now();
         MPI_Allreduce(MPI_IN_PLACE, m, (int)n, MPI_FLOAT, MPI_SUM, comm);
@@ -99,8 +113,6 @@ int main(int argc, char **argv)
         return 1;
     }
     float *m = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        m[i] = 1.0f;
     double alone = time_mpi(m, n, reps, MPI_COMM_WORLD);
     int rank, size;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
@@ -121,8 +133,7 @@ int main(int argc, char **argv)
         return 1;
     }
     float *v = malloc(n * sizeof(float));
-    for (size_t i = 0; i < n; i++)
-        v[i] = 1.0f;
+    fill(v, n);
     double *t_mpi = malloc(reps * sizeof(double)), *t_sc = malloc(reps * sizeof(double));
     starpu_data_handle_t h;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
@@ -133,12 +144,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;
     }
+    double idle = time_mpi(m, n, reps, rt.ctl);
     /* Interleaved, so that both see the same machine state. */
     for (int r = -WARM; r < reps; r++) {
+        fill(m, n);
         MPI_Barrier(rt.ctl);
         double t0 = now();
         MPI_Allreduce(MPI_IN_PLACE, m, (int)n, MPI_FLOAT, MPI_SUM, rt.ctl);
         double t1 = now();
+        starpu_data_acquire(h, STARPU_W);
+        fill(v, n);
+        starpu_data_release(h);
         MPI_Barrier(rt.ctl);
         if (trace && r == 0)
             sc_trace_run_start(&rt, 1);
@@ -172,10 +188,12 @@ int main(int argc, char **argv)
     else
         snprintf(path, sizeof path, "%ld KiB segments", segment_kb);
     if (rt.rank == 0)
-        printf("allreduce %zu floats (%.3f MiB) on %d ranks, median of %d: MPI_Allreduce without StarPU %.3f ms, "
-               "with StarPU running %.3f ms, starconv task graph (%s) %.3f ms; task graph / MPI "
-               "without StarPU %.2f, / MPI with StarPU %.2f\n",
-               n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, mm * 1e3, path, ms * 1e3, ms / alone, ms / mm);
+        printf(
+            "allreduce %zu floats (%.3f MiB) on %d ranks, median of %d: MPI_Allreduce without StarPU %.3f ms, "
+            "with StarPU idle %.3f ms, with StarPU running %.3f ms, starconv task graph (%s) %.3f ms; task graph / MPI "
+            "without StarPU %.2f, / MPI with StarPU %.2f\n",
+            n, n * 4.0 / (1 << 20), rt.size, reps, alone * 1e3, idle * 1e3, mm * 1e3, path, ms * 1e3, ms / alone,
+            ms / mm);
     sc_tasks_wait_all(rt.comm);
     sc_ring_destroy(ring);
     starpu_data_unregister(h);
