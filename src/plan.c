@@ -589,6 +589,13 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         if (tb > *hb)
             *hb = tb;
     }
+    /* Behind busy workers a halo message, like any exchange between
+     * layers, waits for the task running where it goes (this layer's,
+     * forward and backward). */
+    if (*hf > 0)
+        *hf += behind(m, fwd / b->tiles);
+    if (*hb > 0)
+        *hb += behind(m, bwd / b->tiles);
 }
 
 static int model_candidate(struct model *m, const struct sc_layer *l, const struct sc_grid *g, struct cand *c)

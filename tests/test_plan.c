@@ -334,6 +334,37 @@ static void test_busy(void)
     sc_plan_free(idle);
     sc_calib_free(c);
     sc_net_destroy(net);
+    /* A halo waits too: the second convolution's, forward behind half of
+     * its forward work on the tile, backward behind half of its backward
+     * (one tile per rank here), each capped at the busy time.  Against a
+     * busy time of 1 ps (the interior then hides nothing either), so only
+     * the waits differ: capped at 0.1 ms, 0.2 ms; uncapped, half the
+     * layer's compute. */
+    net = model("m4.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
+                          "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                          "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                          "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    c = calib(1e-5, 1e-9);
+    c->cores = 2;
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    c->busy = 1e-12;
+    idle = plan(net, c, 2, 2, NULL, 0);
+    c->busy = 1e-4;
+    p = plan(net, c, 2, 2, NULL, 0);
+    check(p && idle && p->layer[1].halo > 0 && near(p->layer[1].halo - idle->layer[1].halo, 2e-4 - 2e-12),
+          "busy: h2's halo waits %.9g = 2 x (0.1 ms - 1 ps) (capped)",
+          p && idle ? p->layer[1].halo - idle->layer[1].halo : -1);
+    sc_plan_free(p);
+    c->busy = 1;
+    p = plan(net, c, 2, 2, NULL, 0);
+    check(p && idle && near(p->layer[1].halo - idle->layer[1].halo, 0.5 * p->layer[1].compute),
+          "busy: h2's halo waits %.9g = half the layer's compute %.9g",
+          p && idle ? p->layer[1].halo - idle->layer[1].halo : -1, p ? p->layer[1].compute : -1);
+    sc_plan_free(p);
+    sc_plan_free(idle);
+    sc_calib_free(c);
+    sc_net_destroy(net);
 }
 
 /* Two levels: 4 ranks, 2 per node (ranks 0, 1 and 2, 3), B=4, 4
