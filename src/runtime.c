@@ -96,27 +96,25 @@ static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
 static unsigned long wake_generation;
 static int sleepers;
 
-/* One worker per call: a push makes one task ready. */
-static void wake_one_worker(void)
+/* One sleeping worker (a push makes one task ready), or all of them. */
+static void wake(int all)
 {
     __atomic_add_fetch(&wake_generation, 1, __ATOMIC_SEQ_CST);
     if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
         pthread_mutex_lock(&idle_mutex);
-        pthread_cond_signal(&idle_cond);
+        if (all)
+            pthread_cond_broadcast(&idle_cond);
+        else
+            pthread_cond_signal(&idle_cond);
         pthread_mutex_unlock(&idle_mutex);
     }
 }
 
-/* Every worker (the collectives' hook: a completed receive may release
- * several tasks at once). */
+/* The collectives' hook: a completed receive may release several tasks
+ * at once. */
 static void wake_workers(void)
 {
-    __atomic_add_fetch(&wake_generation, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
-        pthread_mutex_lock(&idle_mutex);
-        pthread_cond_broadcast(&idle_cond);
-        pthread_mutex_unlock(&idle_mutex);
-    }
+    wake(1);
 }
 
 /* The chosen scheduling policy, with a wake-up after each push. */
@@ -127,7 +125,7 @@ static void (*base_push_notify)(struct starpu_task *, int, int, unsigned);
 static int push_and_wake(struct starpu_task *task)
 {
     int ret = base_push(task);
-    wake_one_worker();
+    wake(0);
     return ret;
 }
 
@@ -136,7 +134,7 @@ static void notify_and_wake(struct starpu_task *task, int workerid, int perf_wor
 {
     if (base_push_notify)
         base_push_notify(task, workerid, perf_workerid, ctx);
-    wake_workers();
+    wake(1);
 }
 
 /* name: the policy StarPU would have taken (STARPU_SCHED first, as StarPU
