@@ -109,7 +109,8 @@ static void *poll_main(void *arg)
 static void post(void *arg)
 {
     struct pending *p = arg;
-    float *v = (float *)starpu_data_get_local_ptr(p->vec);
+    /* acquired in main memory, whichever thread (a CUDA worker too) calls */
+    float *v = (float *)starpu_data_handle_to_pointer(p->vec, STARPU_MAIN_RAM);
     int n = (int)starpu_vector_get_nx(p->vec), me, root = 0;
     if (p->rec)
         p->rec->start = starpu_timing_now();
