@@ -56,6 +56,8 @@ for f in "$DATA"/train-*; do head -c 5000 "$f" >"$WORK/bad/$(basename "$f")"; do
 expect "truncated data file" "train-images" 1 $L --data "$WORK/bad"
 expect "batch not divisible by the ranks" "does not split evenly over 2 ranks" 2 $L --data "$DATA" --batch 5
 expect "unknown scheduler" "unknown scheduling policy 'fastest'.*valid:.*eager" 1 $L --data "$DATA" --sched fastest
+STARPU_SCHED=fastest expect "unknown scheduler in STARPU_SCHED" "unknown scheduling policy 'fastest' in STARPU_SCHED" \
+  1 $L --data "$DATA"
 printf 'not a checkpoint at all' >"$WORK/garbage.safetensors"
 expect "garbage checkpoint" "garbage.safetensors" 1 $L --data "$DATA" --load "$WORK/garbage.safetensors"
 expect "missing checkpoint" "absent.safetensors" 1 $L --data "$DATA" --load "$WORK/absent.safetensors"
