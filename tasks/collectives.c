@@ -22,7 +22,8 @@ int64_t sc_tags_reserve(int64_t count)
 #define SEGMENT_BYTES_DEFAULT ((size_t)512 << 10)
 #define MAX_SEGMENTS 8
 /* Up to this many KiB a vector takes the direct path (sc_ring_opts): on 2
- * ranks here 4 KiB take 0.04 ms that way against 0.2 ms in the ring (README). */
+ * ranks here 4 KiB take 0.014 ms that way against 0.07 ms in the ring
+ * (README). */
 #define DIRECT_KB_DEFAULT 64
 
 struct sc_ring {

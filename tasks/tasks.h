@@ -32,8 +32,9 @@ struct sc_ring;
 
 /* segment_bytes: chunks are sent as segments of about this size (at most 8
  * per chunk; 0: 512 KiB).  Every segment is a StarPU-MPI message, which
- * costs about 0.2 ms here on shared memory (a 4 MiB allreduce on 2 ranks:
- * 1.0 ms in 2 MiB segments, 1.9 ms in 512 KiB ones), but small segments
+ * costs some tens of microseconds here on shared memory (a 4 MiB allreduce
+ * on 2 ranks: 0.78 ms in 2 MiB segments, 1.09 ms in 512 KiB ones; before
+ * idle workers slept until a push, 1.0 and 1.9 ms), but small segments
  * let urgent collectives pass a large one on a slow link (wide at 1 Gbit/s:
  * 480 against 400 images/s).  window: at most this many segments of each
  * step in flight (0: all at once): segment j is sent once segment j -
