@@ -31,13 +31,19 @@ const char *sc_runtime_policies(void)
     return list;
 }
 
-int sc_runtime_policy_valid(const char *name)
+/* StarPU's predefined policy of that name, or NULL. */
+static const struct starpu_sched_policy *find_policy(const char *name)
 {
     struct starpu_sched_policy **p = starpu_sched_get_predefined_policies();
     for (; *p; p++)
         if (!strcmp((*p)->policy_name, name))
-            return 1;
-    return 0;
+            return *p;
+    return NULL;
+}
+
+int sc_runtime_policy_valid(const char *name)
+{
+    return find_policy(name) != NULL;
 }
 
 /* ---- CPU workers driven by our own threads ----
@@ -146,13 +152,11 @@ static int make_woken_policy(const char *name)
         name = env;
     if (!name)
         name = "lws";
-    struct starpu_sched_policy **p = starpu_sched_get_predefined_policies();
-    for (; *p && strcmp((*p)->policy_name, name); p++)
-        ;
-    if (!*p)
+    const struct starpu_sched_policy *p = find_policy(name);
+    if (!p)
         return sc_error(SC_ERR_ARG, "unknown scheduling policy '%s'%s (valid: %s)", name,
                         env && *env ? " in STARPU_SCHED" : "", sc_runtime_policies());
-    woken_policy = **p;
+    woken_policy = *p;
     base_push = woken_policy.push_task;
     base_push_notify = woken_policy.push_task_notify;
     woken_policy.push_task = push_and_wake;
