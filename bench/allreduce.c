@@ -11,7 +11,8 @@
  *      collective, as in training; --direct 0: the ring whatever the size).
  * --trace FILE writes the timeline of the task graph's repetitions (tasks and
  * transfers, as starconv-train --trace) to FILE.  --segment KB: the ring's
- * segment size (starconv-train --comm-segment; default, as there, 512).
+ * segment size (starconv-train --comm-segment; default, as there, auto:
+ * sized to the link that sc_link_probe measures).
  * sc-allreduce-bench --mpi-only [FLOATS] [REPS]: column 1 alone. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -76,7 +77,7 @@ static double time_mpi(float *m, size_t n, int reps, MPI_Comm comm)
 
 static int usage(void)
 {
-    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE] [--segment KB] [--direct KB] [FLOATS>0] [REPS>0]\n"
+    fprintf(stderr, "usage: sc-allreduce-bench [--trace FILE] [--segment KB|auto] [--direct KB] [FLOATS>0] [REPS>0]\n"
                     "       sc-allreduce-bench --mpi-only [FLOATS>0] [REPS>0]\n");
     return 2;
 }
@@ -100,7 +101,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[1], "--direct")) {
             if ((direct_kb = strtol(argv[2], &end, 10)) < 0 || direct_kb > 1 << 20 || *end)
                 return usage();
-        } else if ((segment_kb = strtol(argv[2], &end, 10)) < 4 || *end)
+        } else if (!strcmp(argv[2], "auto"))
+            segment_kb = 0;
+        else if ((segment_kb = strtol(argv[2], &end, 10)) < 4 || *end)
             return usage();
         argv += 2, argc -= 2;
     }
@@ -138,6 +141,14 @@ int main(int argc, char **argv)
     starpu_data_handle_t h;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
+    double link = 0; /* bytes/s, where measured */
+    if (!segment_kb && rt.size > 1) {
+        if (sc_link_probe(rt.ctl, &link)) {
+            fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
+            return 1;
+        }
+        segment_kb = sc_ring_segment_kb_for(link);
+    }
     /* As starconv-train's buckets have it. */
     struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0, direct_kb ? (int)direct_kb : -1};
     if (sc_ring_create(&ring, h, rt.comm, &ro, "bench")) {
@@ -182,9 +193,11 @@ int main(int argc, char **argv)
         sc_trace_free(&t);
     }
     double mm = median(t_mpi, reps), ms = median(t_sc, reps);
-    char path[64];
+    char path[96];
     if (sc_ring_is_direct(ring))
         snprintf(path, sizeof path, "direct: one MPI_Iallreduce");
+    else if (link > 0)
+        snprintf(path, sizeof path, "%ld KiB segments, auto: link %.2f GB/s", segment_kb, link * 1e-9);
     else
         snprintf(path, sizeof path, "%ld KiB segments", segment_kb);
     if (rt.rank == 0)

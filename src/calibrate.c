@@ -458,10 +458,11 @@ static int time_busy(struct sc_runtime *rt, int reps, double *t, double *out)
  * ranks, all at once, with the options training gives its buckets
  * (src/net_plan.c): submission to the moment the vector can be read, the
  * slowest rank's, the median of reps. */
-static int time_allreduce(struct sc_runtime *rt, int g, size_t bytes, int reps, double *t, double *out)
+static int time_allreduce(struct sc_runtime *rt, int g, size_t bytes, int segment_kb, int reps, double *t, double *out)
 {
     struct sc_comm_opts co;
     sc_comm_opts_default(&co);
+    co.segment_kb = segment_kb;
     int members[g];
     for (int i = 0; i < g; i++)
         members[i] = rt->rank / g * g + i;
@@ -547,12 +548,19 @@ int sc_calibrate_comm(struct sc_calib *c, struct sc_runtime *rt, int reps, FILE 
         err = comm_p2p(c, rt, reps, t, progress);
     if (!err && rt->size > 1 && !(err = time_busy(rt, reps, t, &c->busy)))
         say(progress, rt, "a 1 MiB message behind busy workers: %.3f ms", c->busy * 1e3);
+    /* Segments as training sizes them (--comm-segment auto). */
+    int segment_kb = sc_ring_segment_kb_for(0);
+    double link;
+    if (!err && rt->size > 1 && !(err = sc_link_probe(rt->ctl, &link))) {
+        segment_kb = sc_ring_segment_kb_for(link);
+        say(progress, rt, "link %.2f GB/s: collectives in %d KiB segments", link * 1e-9, segment_kb);
+    }
     for (int g = 2; g <= rt->size && !err; g++) {
         if (rt->size % g)
             continue;
         for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !err; i++) {
             double s;
-            if (!(err = time_allreduce(rt, g, sizes[i], reps, t, &s)))
+            if (!(err = time_allreduce(rt, g, sizes[i], segment_kb, reps, t, &s)))
                 err = sc_runtime_agree(rt, sc_calib_add_allreduce(c, g, (double)sizes[i], s));
             if (!err)
                 say(progress, rt, "allreduce over %d ranks, %zu KiB: %.3f ms", g, sizes[i] >> 10, s * 1e3);

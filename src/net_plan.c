@@ -660,8 +660,12 @@ static void summarize(struct sc_net *net)
     int nrep = 0;
     for (int l = 0; l < net->nlayers; l++)
         nrep += D->ld[l].replica.on;
-    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration)%s", policy, D->nbuckets,
-             D->nbuckets == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
+    char link[48] = "";
+    if (D->link_bytes_per_s > 0)
+        snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
+    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration), %d KiB segments%s%s",
+             policy, D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link,
+             nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
         if (D->ld[l].replica.on) {
             size_t len = strlen(D->summary);
@@ -728,6 +732,21 @@ uint64_t sc_net_grad_bytes(const struct sc_net *net)
     return n;
 }
 
+/* --comm-segment auto: segments sized to the link between the ranks, which
+ * every rank measures alike (tasks.h, sc_link_probe). */
+static int size_segments(struct sc_net_dist *D)
+{
+    if (D->comm.segment_kb)
+        return 0;
+    D->comm.segment_kb = sc_ring_segment_kb_for(0);
+    if (D->rt->size == 1)
+        return 0;
+    int err = sc_link_probe(D->rt->ctl, &D->link_bytes_per_s);
+    if (!err)
+        D->comm.segment_kb = sc_ring_segment_kb_for(D->link_bytes_per_s);
+    return err;
+}
+
 const char *sc_net_comm_summary(const struct sc_net *net)
 {
     return net->dist ? net->dist->summary : "";
@@ -749,6 +768,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         sc_comm_opts_default(&D->comm);
     D->global_batch = global_batch;
     int err;
+    if ((err = size_segments(D)))
+        return err;
     ALLOC_ARRAY(D->ld, net->nlayers);
     if (D->comm.parallel && strchr(D->comm.parallel, '=') && (err = sc_parallel_list_check(net, D->comm.parallel)))
         return err;

@@ -128,7 +128,8 @@ struct sc_net_dist {
     enum sc_where replicated_where; /* the workers of replicated layers' gradients */
     struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
     struct sc_task_opts load;       /* the data loading: critical, on whatever worker can run it */
-    char load_name[16], acc_name[24], summary[96];
+    double link_bytes_per_s;        /* measured for --comm-segment auto (0: not measured) */
+    char load_name[16], acc_name[24], summary[160];
 };
 
 #define ALLOC_ARRAY(p, n)                                                                                              \

@@ -71,12 +71,13 @@ static const char usage[] =
     "  --priorities on|off  task priorities (default on): each parameter gradient as soon as\n"
     "                       its inputs exist, then the backward chain, then the collectives'\n"
     "                       tasks in the order the next forward pass needs them\n"
-    "  --comm-window N      a large collective keeps at most N segments (512 KiB) of each\n"
+    "  --comm-window N      a large collective keeps at most N segments of each\n"
     "                       step in flight, so that later, more urgent ones can pass it on\n"
     "                       the network; 0: all at once; default 2\n"
-    "  --comm-segment KB    segment size of the large collectives (default 512): smaller ones\n"
-    "                       let urgent collectives pass sooner on a slow link, larger ones\n"
-    "                       cost fewer messages (each tens of microseconds of StarPU-MPI here)\n"
+    "  --comm-segment KB|auto  segment size of the large collectives; default auto: sized to\n"
+    "                       the link measured at start (512 KiB on a network, where small\n"
+    "                       segments let urgent collectives pass sooner; 2-4 MiB on shared\n"
+    "                       memory, where each StarPU-MPI message's 0.1 ms would dominate)\n"
     "  --comm-direct KB     gradients of at most KB KiB (default 64; 0: none) are reduced\n"
     "                       by one MPI nonblocking collective, posted as soon as the\n"
     "                       gradient is ready, rather than by the ring of StarPU-MPI\n"
@@ -279,7 +280,13 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
             err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.window = (int)v;
             break;
         case 'J':
-            err = parse_long(name, optarg, 4, 1 << 20, &v), o->comm.segment_kb = (int)v;
+            if (!strcmp(optarg, "auto"))
+                o->comm.segment_kb = 0;
+            else if ((err = parse_long(name, optarg, 4, 1 << 20, &v)))
+                err =
+                    sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", name, optarg, 1 << 20);
+            else
+                o->comm.segment_kb = (int)v;
             break;
         case 1002:
             err = parse_long(name, optarg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;

@@ -26,6 +26,49 @@ int64_t sc_tags_reserve(int64_t count)
  * (README). */
 #define DIRECT_KB_DEFAULT 64
 
+#define MESSAGE_OVERHEAD_S 100e-6 /* of a StarPU-MPI message here (README) */
+#define SEGMENT_OVERHEADS  4
+#define SEGMENT_KB_MAX     (64 << 10)
+#define PROBE_BYTES        ((size_t)1 << 20)
+#define PROBE_REPS         5
+
+int sc_ring_segment_kb_for(double bytes_per_s)
+{
+    int floor_kb = (int)(SEGMENT_BYTES_DEFAULT >> 10), kb = floor_kb;
+    double want_kb = bytes_per_s * SEGMENT_OVERHEADS * MESSAGE_OVERHEAD_S / 1024;
+    while (kb < SEGMENT_KB_MAX && 2.0 * kb <= want_kb)
+        kb *= 2;
+    return kb;
+}
+
+int sc_link_probe(MPI_Comm comm, double *bytes_per_s)
+{
+    int rank, size;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    char *out = calloc(PROBE_BYTES, 1), *in = calloc(PROBE_BYTES, 1);
+    int ok = out && in;
+    MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, comm);
+    double best = 1e30;
+    /* The first round is a warm-up (connections, pages). */
+    for (int r = 0; ok && r <= PROBE_REPS; r++) {
+        MPI_Barrier(comm);
+        double t0 = MPI_Wtime();
+        MPI_Sendrecv(out, (int)PROBE_BYTES, MPI_BYTE, (rank + 1) % size, 0, in, (int)PROBE_BYTES, MPI_BYTE,
+                     (rank + size - 1) % size, 0, comm, MPI_STATUS_IGNORE);
+        double t = MPI_Wtime() - t0;
+        if (r > 0 && t < best)
+            best = t;
+    }
+    free(out);
+    free(in);
+    if (!ok)
+        return sc_error(SC_ERR_NOMEM, "out of memory for the link probe (%zu bytes)", 2 * PROBE_BYTES);
+    MPI_Allreduce(MPI_IN_PLACE, &best, 1, MPI_DOUBLE, MPI_MAX, comm);
+    *bytes_per_s = PROBE_BYTES / (best > 1e-9 ? best : 1e-9);
+    return 0;
+}
+
 struct sc_ring {
     MPI_Comm comm;
     int rank, size;                /* within the group */

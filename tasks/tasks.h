@@ -56,6 +56,17 @@ struct sc_ring_opts {
      * direct_kb (each ring then makes a communicator of its own). */
     int direct_kb;
 };
+/* Segments sized to the link (--comm-segment auto).  Each segment is a
+ * StarPU-MPI message, which costs about 0.1 ms here beyond MPI's own time:
+ * a network repays it (512 KiB take 4 ms at 1 Gbit/s), shared memory does
+ * not (40 us).  sc_link_probe measures the bandwidth one rank gets to its
+ * ring neighbour while every rank sends (plain MPI on comm, collective, the
+ * slowest rank's, the same on every rank); sc_ring_segment_kb_for gives the
+ * segment that carries 4 such overheads' worth of bytes at that bandwidth,
+ * a power of two, never below 512 KiB (slow links: urgent collectives pass
+ * a large one sooner) nor above 64 MiB. */
+int sc_link_probe(MPI_Comm comm, double *bytes_per_s);
+int sc_ring_segment_kb_for(double bytes_per_s);
 /* vec: the vector (n floats) to reduce, registered in main memory; opts:
  * NULL for the defaults. */
 int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const struct sc_ring_opts *opts,

@@ -27,13 +27,13 @@ static int check(const char *what, size_t n, const float *got, const float *want
     return bad;
 }
 
-static int test_allreduce(struct sc_runtime *rt, size_t n, int window)
+static int test_allreduce(struct sc_runtime *rt, size_t n, int window, size_t segment_bytes)
 {
     float *v = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
     starpu_data_handle_t h;
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
-    struct sc_ring_opts ro = {0, window};
+    struct sc_ring_opts ro = {segment_bytes, window};
     if (sc_ring_create(&ring, h, rt->comm, &ro, "test")) {
         printf("FAIL sc_ring_create: %s\n", sc_last_error());
         return 1;
@@ -56,8 +56,9 @@ static int test_allreduce(struct sc_runtime *rt, size_t n, int window)
             want[i] = (float)s;
         }
         starpu_data_acquire(h, STARPU_R);
-        char what[40];
-        snprintf(what, sizeof what, "allreduce (window %d)", window);
+        char what[64];
+        snprintf(what, sizeof what, "allreduce (window %d, %zu KiB segments)", window,
+                 (segment_bytes ? segment_bytes : 512 << 10) >> 10);
         bad |= check(what, n, v, want, rt->rank);
         starpu_data_release(h);
     }
@@ -66,6 +67,45 @@ static int test_allreduce(struct sc_runtime *rt, size_t n, int window)
     free(v);
     free(want);
     return bad;
+}
+
+/* --comm-segment auto: the rule on hand-computed links, then the probe,
+ * which must give every rank the same bandwidth, and a ring in the segments
+ * it chooses. */
+static int test_segments(struct sc_runtime *rt)
+{
+    /* want = bandwidth x 4 messages x 0.1 ms; the power of two at most that,
+     * within [512 KiB, 64 MiB].  1 and 10 Gbit/s links keep 512 KiB; shared
+     * memory here (13-16 GB/s one way) gets 4 MiB (want 5.1-6.1 MiB). */
+    static const struct {
+        double bytes_per_s;
+        int kb;
+    } rule[] = {{0, 512},      {0.06e9, 512}, {0.64e9, 512}, {1.4e9, 512},
+                {2.7e9, 1024}, {13e9, 4096},  {16e9, 4096},  {1e12, 64 << 10}};
+    int bad = 0;
+    for (size_t i = 0; i < sizeof rule / sizeof *rule; i++) {
+        int kb = sc_ring_segment_kb_for(rule[i].bytes_per_s);
+        if (kb != rule[i].kb) {
+            printf("FAIL rank %d segment for %.3g B/s: %d KiB, want %d\n", rt->rank, rule[i].bytes_per_s, kb,
+                   rule[i].kb);
+            bad = 1;
+        }
+    }
+    if (rt->size == 1)
+        return bad;
+    double bw, lo, hi;
+    if (sc_link_probe(rt->ctl, &bw)) {
+        printf("FAIL rank %d link probe: %s\n", rt->rank, sc_last_error());
+        return 1;
+    }
+    MPI_Allreduce(&bw, &lo, 1, MPI_DOUBLE, MPI_MIN, rt->ctl);
+    MPI_Allreduce(&bw, &hi, 1, MPI_DOUBLE, MPI_MAX, rt->ctl);
+    if (!(bw > 0) || lo != hi) {
+        printf("FAIL rank %d link probe: %g B/s here, %g to %g over the ranks\n", rt->rank, bw, lo, hi);
+        bad = 1;
+    } else if (rt->rank == 0)
+        printf("ok link probe: %.2f GB/s, %d KiB segments\n", bw * 1e-9, sc_ring_segment_kb_for(bw));
+    return bad | test_allreduce(rt, (1 << 20) + 5, 2, (size_t)sc_ring_segment_kb_for(bw) << 10);
 }
 
 /* Two SGD steps with momentum and weight decay against the same steps done
@@ -238,15 +278,16 @@ int main(int argc, char **argv)
     static const size_t sizes[] = {1, 2, 3, 7, 1000, 1001, 4099, (1 << 18) + 3, (1 << 20) + 5};
     int bad = 0;
     for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-        bad |= test_allreduce(&rt, sizes[k], 0);
+        bad |= test_allreduce(&rt, sizes[k], 0, 0);
         bad |= test_sgd(&rt, sizes[k], 0);
     }
     /* With credits (sc_ring_opts.window): the largest vector has 2 to 4
      * segments per chunk here, so windows 1 and 2 hold sends back. */
     for (int window = 1; window <= 2; window++) {
-        bad |= test_allreduce(&rt, (1 << 20) + 5, window);
+        bad |= test_allreduce(&rt, (1 << 20) + 5, window, 0);
         bad |= test_sgd(&rt, (1 << 20) + 5, window);
     }
+    bad |= test_segments(&rt);
     static const size_t gated[][2] = {{1000, 1}, {3, 1001}, {7, (1 << 20) + 5}};
     for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++)
         bad |= test_gate(&rt, gated[k][0], gated[k][1]);

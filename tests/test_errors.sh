@@ -71,7 +71,7 @@ expect "chunks:0" "chunks:K must be a positive integer" 1 $L --data "$DATA" --gr
 expect "negative bucket" "bucket:MB must be a positive number" 1 $L --data "$DATA" --grad-comm bucket:-2
 expect "bad fc-replicate" "--fc-replicate: 'two'" 1 $L --data "$DATA" --fc-replicate two
 expect "bad comm-window" "--comm-window: 'x'" 1 $L --data "$DATA" --comm-window x
-expect "tiny comm-segment" "--comm-segment: '2' is not an integer in \[4," 1 $L --data "$DATA" --comm-segment 2
+expect "tiny comm-segment" "--comm-segment: '2' is neither auto nor an integer in \[4," 1 $L --data "$DATA" --comm-segment 2
 expect "reversed trace range" "--trace-iters: '5:2'" 1 $L --data "$DATA" --trace-iters 5:2
 expect "trace range past the run" "--trace-iters 1:9: the run has 1 iterations" 1 $L --data "$DATA" --trace-iters 1:9 --report
 expect "unwritable trace path" "--trace /nonexistent/dir/t.json: the directory is not writable" 1 $L --data "$DATA" \
