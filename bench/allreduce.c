@@ -12,7 +12,7 @@
  * --trace FILE writes the timeline of the task graph's repetitions (tasks and
  * transfers, as starconv-train --trace) to FILE.  --segment KB: the ring's
  * segment size (starconv-train --comm-segment; default, as there, auto:
- * sized to the link that sc_link_probe measures).
+ * sized to the link, sc_link_segment_kb).
  * sc-allreduce-bench --mpi-only [FLOATS] [REPS]: column 1 alone. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -142,12 +142,13 @@ int main(int argc, char **argv)
     starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
     struct sc_ring *ring;
     double link = 0; /* bytes/s, where measured */
-    if (!segment_kb && rt.size > 1) {
-        if (sc_link_probe(rt.ctl, &link)) {
+    int auto_kb;
+    if (!segment_kb) {
+        if (sc_link_segment_kb(rt.ctl, &auto_kb, &link)) {
             fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
             return 1;
         }
-        segment_kb = sc_ring_segment_kb_for(link);
+        segment_kb = auto_kb;
     }
     /* As starconv-train's buckets have it. */
     struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0, direct_kb ? (int)direct_kb : -1};

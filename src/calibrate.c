@@ -549,12 +549,10 @@ int sc_calibrate_comm(struct sc_calib *c, struct sc_runtime *rt, int reps, FILE 
     if (!err && rt->size > 1 && !(err = time_busy(rt, reps, t, &c->busy)))
         say(progress, rt, "a 1 MiB message behind busy workers: %.3f ms", c->busy * 1e3);
     /* Segments as training sizes them (--comm-segment auto). */
-    int segment_kb = sc_ring_segment_kb_for(0);
+    int segment_kb;
     double link;
-    if (!err && rt->size > 1 && !(err = sc_link_probe(rt->ctl, &link))) {
-        segment_kb = sc_ring_segment_kb_for(link);
+    if (!err && !(err = sc_link_segment_kb(rt->ctl, &segment_kb, &link)) && link > 0)
         say(progress, rt, "link %.2f GB/s: collectives in %d KiB segments", link * 1e-9, segment_kb);
-    }
     for (int g = 2; g <= rt->size && !err; g++) {
         if (rt->size % g)
             continue;

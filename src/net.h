@@ -28,7 +28,7 @@ struct sc_comm_opts {
     int priorities;        /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
     int window;            /* segments of a large collective in flight at once (0: all) */
     int segment_kb;        /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
-                            * sized to the link by sc_net_setup (sc_link_probe) */
+                            * sized to the link by sc_net_setup (sc_link_segment_kb) */
     int direct_kb;         /* vectors up to this many KiB: one MPI nonblocking collective
                             * in a task (sc_ring_opts: 0 default, -1 none) */
     const char *parallel;  /* --parallel: the grid of every layer without parallel= in

@@ -733,18 +733,10 @@ uint64_t sc_net_grad_bytes(const struct sc_net *net)
 }
 
 /* --comm-segment auto: segments sized to the link between the ranks, which
- * every rank measures alike (tasks.h, sc_link_probe). */
+ * every rank measures alike (tasks.h, sc_link_segment_kb). */
 static int size_segments(struct sc_net_dist *D)
 {
-    if (D->comm.segment_kb)
-        return 0;
-    D->comm.segment_kb = sc_ring_segment_kb_for(0);
-    if (D->rt->size == 1)
-        return 0;
-    int err = sc_link_probe(D->rt->ctl, &D->link_bytes_per_s);
-    if (!err)
-        D->comm.segment_kb = sc_ring_segment_kb_for(D->link_bytes_per_s);
-    return err;
+    return D->comm.segment_kb ? 0 : sc_link_segment_kb(D->rt->ctl, &D->comm.segment_kb, &D->link_bytes_per_s);
 }
 
 const char *sc_net_comm_summary(const struct sc_net *net)

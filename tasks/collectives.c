@@ -34,14 +34,14 @@ int64_t sc_tags_reserve(int64_t count)
 
 int sc_ring_segment_kb_for(double bytes_per_s)
 {
-    int floor_kb = (int)(SEGMENT_BYTES_DEFAULT >> 10), kb = floor_kb;
+    int kb = (int)(SEGMENT_BYTES_DEFAULT >> 10);
     double want_kb = bytes_per_s * SEGMENT_OVERHEADS * MESSAGE_OVERHEAD_S / 1024;
     while (kb < SEGMENT_KB_MAX && 2.0 * kb <= want_kb)
         kb *= 2;
     return kb;
 }
 
-int sc_link_probe(MPI_Comm comm, double *bytes_per_s)
+static int link_probe(MPI_Comm comm, double *bytes_per_s)
 {
     int rank, size;
     MPI_Comm_rank(comm, &rank);
@@ -67,6 +67,17 @@ int sc_link_probe(MPI_Comm comm, double *bytes_per_s)
     MPI_Allreduce(MPI_IN_PLACE, &best, 1, MPI_DOUBLE, MPI_MAX, comm);
     *bytes_per_s = PROBE_BYTES / (best > 1e-9 ? best : 1e-9);
     return 0;
+}
+
+int sc_link_segment_kb(MPI_Comm comm, int *segment_kb, double *bytes_per_s)
+{
+    int size, err = 0;
+    MPI_Comm_size(comm, &size);
+    *bytes_per_s = 0;
+    if (size > 1)
+        err = link_probe(comm, bytes_per_s);
+    *segment_kb = sc_ring_segment_kb_for(*bytes_per_s);
+    return err;
 }
 
 struct sc_ring {

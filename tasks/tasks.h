@@ -31,12 +31,12 @@ int64_t sc_tags_reserve(int64_t count);
 struct sc_ring;
 
 /* segment_bytes: chunks are sent as segments of about this size (at most 8
- * per chunk; 0: 512 KiB).  Every segment is a StarPU-MPI message, which
- * costs some tens of microseconds here on shared memory (a 4 MiB allreduce
- * on 2 ranks: 0.78 ms in 2 MiB segments, 1.09 ms in 512 KiB ones; before
- * idle workers slept until a push, 1.0 and 1.9 ms), but small segments
- * let urgent collectives pass a large one on a slow link (wide at 1 Gbit/s:
- * 480 against 400 images/s).  window: at most this many segments of each
+ * per chunk; 0: 512 KiB; training sizes them to the link with
+ * sc_link_segment_kb below).  Every segment is a StarPU-MPI message, which
+ * costs about 0.1 ms here beyond MPI's own time (a 4 MiB allreduce on 2
+ * ranks, shared memory: 0.64 ms in 4 MiB segments, 0.97 ms in 512 KiB
+ * ones), but small segments let urgent collectives pass a large one on a
+ * slow link (wide at 1 Gbit/s: 480 against 400 images/s).  window: at most this many segments of each
  * step in flight (0: all at once): segment j is sent once segment j -
  * window has arrived, so that a large vector cannot fill the network's
  * queues ahead of a later, more urgent collective's messages (which pass
@@ -59,13 +59,14 @@ struct sc_ring_opts {
 /* Segments sized to the link (--comm-segment auto).  Each segment is a
  * StarPU-MPI message, which costs about 0.1 ms here beyond MPI's own time:
  * a network repays it (512 KiB take 4 ms at 1 Gbit/s), shared memory does
- * not (40 us).  sc_link_probe measures the bandwidth one rank gets to its
- * ring neighbour while every rank sends (plain MPI on comm, collective, the
- * slowest rank's, the same on every rank); sc_ring_segment_kb_for gives the
- * segment that carries 4 such overheads' worth of bytes at that bandwidth,
- * a power of two, never below 512 KiB (slow links: urgent collectives pass
- * a large one sooner) nor above 64 MiB. */
-int sc_link_probe(MPI_Comm comm, double *bytes_per_s);
+ * not (40 us).  sc_link_segment_kb measures the bandwidth one rank gets to
+ * its ring neighbour while every rank sends (plain MPI on comm, collective,
+ * the slowest rank's, the same on every rank; 0 on one rank, which sends
+ * nothing) and gives the segment for it.  sc_ring_segment_kb_for is that
+ * rule: the segment that carries 4 such overheads' worth of bytes at that
+ * bandwidth, a power of two, never below 512 KiB (slow links: urgent
+ * collectives pass a large one sooner) nor above 64 MiB. */
+int sc_link_segment_kb(MPI_Comm comm, int *segment_kb, double *bytes_per_s);
 int sc_ring_segment_kb_for(double bytes_per_s);
 /* vec: the vector (n floats) to reduce, registered in main memory; opts:
  * NULL for the defaults. */

@@ -94,7 +94,8 @@ static int test_segments(struct sc_runtime *rt)
     if (rt->size == 1)
         return bad;
     double bw, lo, hi;
-    if (sc_link_probe(rt->ctl, &bw)) {
+    int kb;
+    if (sc_link_segment_kb(rt->ctl, &kb, &bw)) {
         printf("FAIL rank %d link probe: %s\n", rt->rank, sc_last_error());
         return 1;
     }
@@ -104,8 +105,8 @@ static int test_segments(struct sc_runtime *rt)
         printf("FAIL rank %d link probe: %g B/s here, %g to %g over the ranks\n", rt->rank, bw, lo, hi);
         bad = 1;
     } else if (rt->rank == 0)
-        printf("ok link probe: %.2f GB/s, %d KiB segments\n", bw * 1e-9, sc_ring_segment_kb_for(bw));
-    return bad | test_allreduce(rt, (1 << 20) + 5, 2, (size_t)sc_ring_segment_kb_for(bw) << 10);
+        printf("ok link probe: %.2f GB/s, %d KiB segments\n", bw * 1e-9, kb);
+    return bad | test_allreduce(rt, (1 << 20) + 5, 2, (size_t)kb << 10);
 }
 
 /* Two SGD steps with momentum and weight decay against the same steps done
