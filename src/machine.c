@@ -591,7 +591,8 @@ int sc_machine_sweep(FILE *fp, const struct sc_machine *m, const char *machine_p
         r->ranks = P;
         if ((err = sc_machine_calib(m, net, P, batch, &c)))
             break; /* the machine lacks a time: its file is at fault */
-        struct sc_plan_opts po = {.ranks = P, .batch = batch, .workers = 1, .mem_limit = m->device_memory};
+        struct sc_plan_opts po = {
+            .ranks = P, .batch = batch, .workers = 1, .mem_limit = m->device_memory, .mix_margin = SC_PLAN_MIX_MARGIN};
         int perr = sc_plan_make(net, c, &po, &r->plan);
         if (perr == SC_ERR_NOMEM || perr == SC_ERR_RUNTIME) {
             err = perr;
@@ -639,7 +640,8 @@ int sc_machine_plan(FILE *fp, const struct sc_machine *m, const struct sc_net *n
                               .workers = 1,
                               .mem_limit = mem_limit > 0 ? mem_limit : m->device_memory,
                               .grid = grid,
-                              .grad_comm = grad_comm};
+                              .grad_comm = grad_comm,
+                              .mix_margin = SC_PLAN_MIX_MARGIN};
     int err = sc_machine_calib(m, net, ranks, batch, &c);
     if (!err)
         err = sc_plan_make(net, c, &po, &p);

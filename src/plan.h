@@ -36,7 +36,18 @@ struct sc_plan_opts {
     const char *grid;      /* NULL: search; else predict this grid for every layer, as
                             * --parallel GRID applies it (whole-sample layers n<P>) */
     const char *grad_comm; /* NULL: the best of layer, bucket:25 and end; else that one */
+    double mix_margin;     /* a search's plan that mixes distributions is kept only
+                            * if it beats every uniform one by more than this
+                            * fraction (SC_PLAN_MIX_MARGIN; 0: by anything) */
 };
+
+/* The margin starconv-plan and starconv-train give a mixed plan.  Its
+ * extra cost is redistributions between layers, the part of the model
+ * that misses most on shared cores (waits behind other threads): on this
+ * machine a mix predicted 1% ahead of sample parallelism measured 17%
+ * behind it (mesh128 on 4 ranks), while the mixes that paid were
+ * predicted 25-40% ahead (README, the planner's validation). */
+#define SC_PLAN_MIX_MARGIN 0.05
 
 struct sc_plan_cost {
     double compute, halo, channels, redistribute, allreduce, update; /* seconds */

@@ -197,7 +197,7 @@ static int plan(const struct opts *o, const struct sc_net *net)
 {
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {o->ranks, o->batch, o->workers, o->mem_limit, o->grid, o->grad_comm};
+    struct sc_plan_opts po = {o->ranks, o->batch, o->workers, o->mem_limit, o->grid, o->grad_comm, SC_PLAN_MIX_MARGIN};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
         err = sc_error(err,
@@ -305,7 +305,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
-        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL};
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0};
         c->workers = o->workers;
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);

@@ -81,14 +81,24 @@ static struct sc_calib *calib(double alpha, double beta)
 static void fill(struct sc_calib *c, const struct sc_net *net, int P, int B, int mode)
 {
     struct fill f = {c, mode};
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0};
     sc_plan_kernels(net, &o, add_kernel, &f);
 }
 
 static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, int P, int B, const char *grid,
                             double mem_limit)
 {
-    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL};
+    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0};
+    struct sc_plan *p = NULL;
+    if (sc_plan_make(net, c, &o, &p))
+        printf("plan: %s\n", sc_last_error());
+    return p;
+}
+
+static struct sc_plan *plan_margin(const struct sc_net *net, const struct sc_calib *c, int P, int B,
+                                   const char *grad_comm, double margin)
+{
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -145,7 +155,7 @@ static void test_allreduce_timeline(void)
     check(p && near(p->layer[1].allreduce, ar_fc) && near(p->layer[0].allreduce, ar_conv),
           "n2: per-layer allreduce from the calibration's points");
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end"};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0};
     sc_plan_make(net, c, &o, &p);
     check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g", p ? p->time : -1,
           end);
@@ -170,7 +180,7 @@ static void test_shared_memory_policy(void)
     double s = 1e9, upd = 20.0 * 350 / s;
     double t_end = F1 + F2 + 80 / s + 160 / s + D2 + G2 + G1;
     double ar_fc = 1e-3 + (1320.0 - 100) / 9900 * 1e-3, ar_conv = 1e-3, ar_all = 1e-3 + 1300.0 / 9900 * 1e-3;
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer"};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0};
     struct sc_plan *p = NULL;
     sc_plan_make(net, c, &o, &p);
     double layer = t_end + ar_fc + ar_conv + upd, end = t_end + ar_all + upd;
@@ -294,9 +304,13 @@ static void test_channels(void)
 }
 
 /* The same splits on 2 cores with messages copied in memory and a
- * calibrated busy time of 2 ms: each exchange waits behind half a task of
- * its layer, at most 2 ms; conv's forward task takes F1, its backward
- * D1 + G1, the fc's D2 + G2; a local copy waits for nothing. */
+ * calibrated busy time of 2 ms: each exchange waits behind the task the
+ * sender's worker runs next, at most 2 ms (forward the consuming layer's,
+ * backward the layer whose input gradient moves); conv's forward task
+ * takes F1, its backward D1 + G1 (capped), the fc's F2 and D2 + G2; a local
+ * copy waits for nothing.  With the ranks' workers 2 to a core the tasks
+ * take twice as long, but a wait is one task's own time: the other rank's
+ * worker has the core meanwhile. */
 static void test_busy(void)
 {
     struct sc_net *net = model("m3.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
@@ -312,17 +326,30 @@ static void test_busy(void)
     struct sc_plan *idle = plan(net, c, 2, 2, NULL, 0);
     c->busy = 2e-3;
     struct sc_plan *p = plan(net, c, 2, 2, NULL, 0);
-    double conv = 0.5 * F1 + 2e-3, fc = 0.5 * F1 + 0.5 * (D2 + G2);
+    double conv = F1 + 2e-3, fc = F2 + D2 + G2;
     check(p && idle && near(p->layer[1].redistribute - idle->layer[1].redistribute, conv),
-          "busy: f2 -> f2 waits %.9g = F1 / 2 + 2 ms (capped)",
+          "busy: f2 -> f2 waits %.9g = F1 + 2 ms (capped)",
           p && idle ? p->layer[1].redistribute - idle->layer[1].redistribute : -1);
     check(p && idle && near(p->layer[2].redistribute, idle->layer[2].redistribute),
           "busy: a local copy waits for nothing");
     check(p && idle && near(p->layer[2].channels - idle->layer[2].channels, conv), "busy: c2's collectives wait %.9g",
           p && idle ? p->layer[2].channels - idle->layer[2].channels : -1);
     check(p && idle && near(p->layer[3].redistribute - idle->layer[3].redistribute, fc),
-          "busy: c2 -> n2 waits %.9g = F1 / 2 + (D2 + G2) / 2",
+          "busy: c2 -> n2 waits %.9g = F2 + D2 + G2",
           p && idle ? p->layer[3].redistribute - idle->layer[3].redistribute : -1);
+    sc_plan_free(p);
+    sc_plan_free(idle);
+    c->cores = 1;
+    c->busy = -1;
+    idle = plan(net, c, 2, 2, NULL, 0);
+    c->busy = 2e-3;
+    p = plan(net, c, 2, 2, NULL, 0);
+    check(p && idle && near(p->layer[1].redistribute - idle->layer[1].redistribute, conv) &&
+              near(p->layer[3].redistribute - idle->layer[3].redistribute, fc),
+          "busy, 2 workers a core: f2 -> f2 waits %.9g, c2 -> n2 %.9g, as on a core each",
+          p && idle ? p->layer[1].redistribute - idle->layer[1].redistribute : -1,
+          p && idle ? p->layer[3].redistribute - idle->layer[3].redistribute : -1);
+    c->cores = 2;
     sc_plan_free(p);
     c->p2p_beta = 1e-7; /* a wire: the workers do not move its messages */
     p = plan(net, c, 2, 2, NULL, 0);
@@ -334,12 +361,11 @@ static void test_busy(void)
     sc_plan_free(idle);
     sc_calib_free(c);
     sc_net_destroy(net);
-    /* A halo waits too: the second convolution's, forward behind half of
-     * its forward work on the tile, backward behind half of its backward
-     * (one tile per rank here), each capped at the busy time.  Against a
-     * busy time of 1 ps (the interior then hides nothing either), so only
-     * the waits differ: capped at 0.1 ms, 0.2 ms; uncapped, half the
-     * layer's compute. */
+    /* A halo waits too: the second convolution's, forward behind its
+     * forward work on the tile, backward behind its backward (one tile per
+     * rank here), each capped at the busy time.  Against a busy time of
+     * 1 ps (the interior then hides nothing either), so only the waits
+     * differ: capped at 0.1 ms, 0.2 ms; uncapped, the layer's compute. */
     net = model("m4.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
                           "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
                           "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
@@ -358,11 +384,88 @@ static void test_busy(void)
     sc_plan_free(p);
     c->busy = 1;
     p = plan(net, c, 2, 2, NULL, 0);
-    check(p && idle && near(p->layer[1].halo - idle->layer[1].halo, 0.5 * p->layer[1].compute),
-          "busy: h2's halo waits %.9g = half the layer's compute %.9g",
+    check(p && idle && near(p->layer[1].halo - idle->layer[1].halo, p->layer[1].compute),
+          "busy: h2's halo waits %.9g = the layer's compute %.9g",
           p && idle ? p->layer[1].halo - idle->layer[1].halo : -1, p ? p->layer[1].compute : -1);
     sc_plan_free(p);
     sc_plan_free(idle);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* The margin a mixed plan must beat every uniform one by: a net whose
+ * first convolution loads its input slowly (split by samples, a rank
+ * loads half of it; by filters, all of it) and holds few weights, and
+ * whose last ones hold many weights on small activations (split by
+ * filters or channels, under a slow allreduce).  The search's mix (margin 0) against
+ * the best uniform plan (a margin nothing beats); the mix is kept under a
+ * margin half its lead, and gives way under one twice its lead. */
+static void test_mix_margin(void)
+{
+    struct sc_net *net = model("m5.cfg", "[net]\nchannels=4\nheight=32\nwidth=32\nclasses=10\n"
+                                         "[convolutional]\nfilters=4\nsize=3\npad=1\n"
+                                         "[maxpool]\nsize=8\nstride=8\n"
+                                         "[convolutional]\nfilters=128\nsize=3\npad=1\n"
+                                         "[convolutional]\nfilters=128\nsize=3\npad=1\n"
+                                         "[connected]\noutput=10\nactivation=linear\n[softmax]\n");
+    struct sc_calib *c = calib(1e-6, 1e-10);
+    c->load = 1e-6;
+    fill(c, net, 2, 4, WORK);
+    sc_calib_add_allreduce(c, 2, 1000, 1e-3);
+    sc_calib_add_allreduce(c, 2, 1e6, 1e-1);
+    struct sc_plan *mix = plan_margin(net, c, 2, 4, NULL, 0), *uni = plan_margin(net, c, 2, 4, NULL, 100);
+    double lead = mix && uni ? uni->time / mix->time - 1 : 0;
+    check(lead > 0, "the mix %s,%s,%s,%s (%.6g s) is ahead of every uniform plan (%.6g s)", mix ? mix->grid[0] : "?",
+          mix ? mix->grid[1] : "?", mix ? mix->grid[2] : "?", mix ? mix->grid[3] : "?", mix ? mix->time : 0,
+          uni ? uni->time : 0);
+    struct sc_plan *half = plan_margin(net, c, 2, 4, NULL, lead / 2),
+                   *twice = plan_margin(net, c, 2, 4, NULL, lead * 2);
+    check(half && twice && mix && uni && half->time == mix->time && twice->time == uni->time,
+          "a margin of %.3g keeps the mix (%.6g s), one of %.3g takes the uniform plan (%.6g s)", lead / 2,
+          half ? half->time : 0, lead * 2, twice ? twice->time : 0);
+    sc_plan_free(mix);
+    sc_plan_free(uni);
+    sc_plan_free(half);
+    sc_plan_free(twice);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* One wire for every message (a cost per byte 100 times memory's, one
+ * level): the channel collectives and redistributions of backward share it
+ * with the gradient allreduce in flight, and both end later by the
+ * shorter.  m3's fc allreduce (1 s) goes first in backward; then conv2's
+ * allgather of dy (a + 256b + 768/s), conv1 -> conv2's local copy (256/s)
+ * and conv0 -> conv1's sum of dx (a + 256b + 512/s) share the wire with
+ * it: 2a + 512b + 1536/s later than with a node link of the same speed,
+ * which does not share.  With the allreduce at the end nothing overlaps. */
+static void test_one_wire(void)
+{
+    struct sc_net *net = model("m3w.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
+                                          "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                          "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                          "[convolutional]\nparallel=c2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                          "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    double a = 1e-5, b = 1e-7, s = 1e9;
+    struct sc_calib *c = calib(a, b);
+    fill(c, net, 2, 2, ZERO);
+    sc_calib_add_allreduce(c, 2, 1e3, 1);
+    sc_calib_add_allreduce(c, 2, 1e4, 1);
+    struct sc_plan *one = plan_margin(net, c, 2, 2, "layer", 0), *one_end = plan_margin(net, c, 2, 2, "end", 0);
+    c->ranks_per_node = 2;
+    c->p2p_node_alpha = a;
+    c->p2p_node_beta = b;
+    struct sc_plan *node = plan_margin(net, c, 2, 2, "layer", 0), *node_end = plan_margin(net, c, 2, 2, "end", 0);
+    double want = 2 * a + 512 * b + 1536 / s;
+    check(one && node && near(one->time - node->time, want),
+          "one wire: the allreduce in flight and the messages of backward share it, %.9g s later (%.9g)",
+          one && node ? one->time - node->time : -1, want);
+    check(one_end && node_end && near(one_end->time, node_end->time), "one wire, allreduce at the end: %.9g = %.9g s",
+          one_end ? one_end->time : -1, node_end ? node_end->time : -1);
+    sc_plan_free(one);
+    sc_plan_free(one_end);
+    sc_plan_free(node);
+    sc_plan_free(node_end);
     sc_calib_free(c);
     sc_net_destroy(net);
 }
@@ -451,7 +554,7 @@ static void test_two_levels(void)
     sc_plan_free(p);
     c->ranks_per_node = 2;
     c->p2p_node_beta = -1;
-    struct sc_plan_opts o = {4, 4, 1, 0, NULL, NULL};
+    struct sc_plan_opts o = {4, 4, 1, 0, NULL, NULL, 0};
     int err = sc_plan_make(net, c, &o, &p);
     check(err == SC_ERR_ARG && strstr(sc_last_error(), "within-node link"), "no node link: %s", sc_last_error());
     sc_calib_free(c);
@@ -500,7 +603,7 @@ static void test_search_follows_network(void)
     check(p && p->total.memory <= mem * 0.9, "--mem-limit %.0f: the plan takes %.0f", mem * 0.9,
           p ? p->total.memory : 0);
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 1000, NULL, NULL};
+    struct sc_plan_opts o = {2, 2, 1, 1000, NULL, NULL, 0};
     int err = sc_plan_make(net, c, &o, &p);
     check(err == SC_ERR_ARG && strstr(sc_last_error(), "mem-limit"), "--mem-limit 1000: refused (%s)", sc_last_error());
     sc_calib_free(c);
@@ -549,7 +652,7 @@ static void test_missing(void)
 {
     struct sc_net *net = model("m2.cfg", m2_text);
     struct sc_calib *c = calib(1e-5, 1e-9);
-    struct sc_plan_opts o = {1, 2, 1, 0, NULL, NULL};
+    struct sc_plan_opts o = {1, 2, 1, 0, NULL, NULL, 0};
     struct sc_plan *p = NULL;
     int err = sc_plan_make(net, c, &o, &p);
     check(err == SC_ERR_PARSE && strstr(sc_last_error(), "conv n=2 c=1 h=4 w=4 f=2"), "no kernels: %s",
@@ -577,6 +680,8 @@ int main(void)
     test_shared_memory_policy();
     test_bn_statistics();
     test_busy();
+    test_one_wire();
+    test_mix_margin();
     test_redistribution_and_halo();
     test_channels();
     test_two_levels();
