@@ -863,25 +863,32 @@ enum policy { POL_LAYER, POL_BUCKET, POL_END };
 static const char *policy_name[] = {"layer", "bucket:25", "end"};
 
 /* A collective of bytes over group ranks, issued at *t (its gradients
- * ready): it starts when the channel is free and takes a.  While the
+ * ready): it starts when the channel is free and takes a; task is a
+ * backward task of the layer that issues it.  While the
  * backward pass goes on (during):
  * - where messages are copies in memory and every core has a worker
  *   (m->copying), the collective's whole time is the cores' (copying,
  *   reducing, handing messages between threads), so it delays the compute
  *   by all of it: on this machine's shared memory, a gradient allreduce
  *   issued during backward measured slower than one at the end
- *   (bench/plan-validate, README);
+ *   (bench/plan-validate, README); with more workers than cores it also
+ *   waits once behind a backward task of its layer, its own time
+ *   (behind): measured on 4 ranks sharing 2 cores, per-layer collectives
+ *   cost 0.6-2.5 ms each beyond their calibrated time (lenet, wide,
+ *   mesh128, resnet50), about one such task (the cause is not traced
+ *   further); on a core each they did not;
  * - else, with more workers than cores (m->steal), the part of it that
  *   needs a core (its tasks, about 4 per step of the ring) takes turns with
  *   the workers there, and delays the compute by as much times the
  *   oversubscription. */
-static void collective(const struct model *m, double *t, double *chan, int group, double bytes, double a, int during)
+static void collective(const struct model *m, double *t, double *chan, int group, double bytes, double a, int during,
+                       double task)
 {
     *chan = (*chan > *t ? *chan : *t) + a;
     if (!during)
         return;
     if (m->copying) {
-        *t += a;
+        *t += a + (m->steal ? behind(m, task) : 0);
         *chan = *t;
     } else if (m->steal) {
         double cpu = 4.0 * (group - 1) * m->c->task + bytes * 3 / m->c->stream;
@@ -922,24 +929,25 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         if (c->group <= 1)
             continue;
         if (pol == POL_LAYER) {
-            collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0);
+            collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0, c->task_b);
             continue;
         }
         /* bucket, end: one collective per group size and bucket */
         if (group && group != c->group) {
-            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), pol == POL_BUCKET);
+            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), pol == POL_BUCKET,
+                       c->task_b);
             pending = 0;
         }
         group = c->group;
         pending += c->ar_bytes;
         if (pol == POL_BUCKET && pending >= 25e6) {
-            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), v > 0);
+            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), v > 0, c->task_b);
             pending = 0;
             group = 0;
         }
     }
     if (group && pending > 0)
-        collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), 0);
+        collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), 0, 0);
     return (chan > t ? chan : t) + upd;
 }
 

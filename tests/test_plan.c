@@ -191,6 +191,25 @@ static void test_shared_memory_policy(void)
     check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "shared memory: policy %s, %.9g = %.9g",
           p ? p->grad_comm : "?", p ? p->time : -1, end);
     sc_plan_free(p);
+    /* Behind busy workers with the ranks' workers 2 to a core, the fc's
+     * collective during backward also waits for one backward task of the
+     * fc (D2 + G2, its own time: the other rank has the core meanwhile);
+     * with a core each it does not (it was measured to hide there). */
+    c->busy = 2e-3;
+    sc_plan_make(net, c, &o, &p);
+    check(p && near(p->time, layer), "busy, a core each: per layer %.9g = %.9g, no wait", p ? p->time : -1, layer);
+    sc_plan_free(p);
+    c->cores = 1;
+    struct sc_plan *busy = NULL;
+    sc_plan_make(net, c, &o, &busy);
+    c->busy = -1;
+    sc_plan_make(net, c, &o, &p);
+    check(p && busy && near(busy->time - p->time, D2 + G2),
+          "busy, 2 workers a core: the fc's collective waits %.9g = D2 + G2 more",
+          p && busy ? busy->time - p->time : -1);
+    sc_plan_free(p);
+    sc_plan_free(busy);
+    c->cores = 2;
     c->p2p_beta = 1e-7; /* 100 times memory's: a wire */
     p = plan(net, c, 2, 2, "n2", 0);
     check(p && !strcmp(p->grad_comm, "layer"), "over a wire, same cores: policy %s", p ? p->grad_comm : "?");
