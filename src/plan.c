@@ -544,10 +544,14 @@ static double halo_levels(const struct model *m, const struct sc_grid *g, int r,
 /* Halo exchange of x (forward) and dy (backward) of a spatially split
  * windowed layer, for the busiest rank; what the interior's computation
  * does not hide.  fwd and bwd: the layer's compute. */
-/* On cores the workers fill (m->busy > 0), StarPU-MPI's thread moves a
- * message when the workers let it: the message waits for the task running
- * when it comes, on average half of one like the layer's, at most the
- * calibration's busy time. */
+/* On cores the workers fill (m->busy > 0), StarPU-MPI's thread shares a
+ * core with its rank's worker and moves a message when the worker's task
+ * ends (or its time slice, the calibration's busy time): the rank that
+ * comes later to an exchange finds the other's data and computes on while
+ * its own message waits, so a message waits for the task its sender runs
+ * next (task, stretched by the oversubscription in the model's times, its
+ * own time here: with workers sharing cores another rank has the core
+ * meanwhile). */
 static double behind(const struct model *m, double task)
 {
     return m->busy > 0 ? (task / m->oversub < m->busy ? task / m->oversub : m->busy) : 0;
@@ -786,8 +790,8 @@ static double edge_cost(const struct model *m, const struct sc_layer *lu, const 
         return 0;
     if (lv->dx_is_dy)
         return INFINITY;
-    /* Messages wait, forward behind the producer's task, backward behind
-     * the consumer's. */
+    /* Messages wait behind the task their sender runs next: forward the
+     * consumer's forward, backward its backward (behind). */
     struct exch f = exchange(m, &out, &in, 1),
                 k = exchange(m, &in, &out, !(lv->mixes_channels && ext(&b->g, SC_DIM_F) > 1));
     *fwd = f.seconds + (f.bytes > 0 ? behind(m, b->task_f) : 0);

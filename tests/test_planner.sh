@@ -54,6 +54,32 @@ else
   fail "--parallel auto: $(tail -1 "$WORK/log")"
 fi
 
+# bench/plan-repredict: a saved result whose measured times are 1.1 times
+# what the model predicts for each strategy (n2 under both policies, h2,
+# c2, f2) ranks them as the model does and reads back the ratio.
+if command -v python3 >/dev/null; then
+  rows=""
+  for s in n2:layer n2:end h2:end c2:end f2:end; do
+    t=$("$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$CAL" --parallel "${s%:*}" --grad-comm "${s#*:}" \
+      --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["time"])')
+    rows="$rows${rows:+,}{\"strategy\": \"$s\", \"parallel\": \"${s%:*}\", \"grad_comm\": \"${s#*:}\", \"measured\": $(python3 -c "print($t * 1.1)")}"
+  done
+  echo "{\"model\": \"$WIDE\", \"ranks\": 2, \"batch\": 8, \"workers\": 1, \"rate\": null, \"spearman\": 0, \"rows\": [$rows]}" \
+    >"$WORK/result.json"
+  if "$TOP_SRCDIR/bench/plan-repredict" -v "$WORK/result.json" "$CAL" >"$WORK/repredict" 2>&1 &&
+    grep -q "Spearman  1.00" "$WORK/repredict" && grep -q "1 of 1 with Spearman >= 0.8" "$WORK/repredict" &&
+    grep -q "predicted 1.10-1.10, median 1.10" "$WORK/repredict"; then
+    ok "plan-repredict: $(tail -1 "$WORK/repredict")"
+  else
+    fail "plan-repredict"
+    cat "$WORK/repredict"
+  fi
+  "$TOP_SRCDIR/bench/plan-repredict" "$WORK/none.json" "$CAL" >/dev/null 2>"$WORK/err"
+  rc=$?
+  [ "$rc" -eq 2 ] && grep -q "no such file" "$WORK/err" && ok "plan-repredict, a missing result: exit 2" ||
+    fail "plan-repredict, a missing result: exit $rc"
+fi
+
 # expect_bad WHAT PATTERN COMMAND...: exit 2 and one line matching PATTERN.
 expect_bad() {
   what=$1 pattern=$2
