@@ -322,6 +322,13 @@ static void test_channels(void)
     sc_net_destroy(net);
 }
 
+/* test_channels' network with every layer's split given (the fc n2). */
+static const char *m3_split_text = "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
+                                   "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                   "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                   "[convolutional]\nparallel=c2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                   "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n";
+
 /* The same splits on 2 cores with messages copied in memory and a
  * calibrated busy time of 2 ms: each exchange waits behind the task the
  * sender's worker runs next, at most 2 ms (forward the consuming layer's,
@@ -332,11 +339,7 @@ static void test_channels(void)
  * worker has the core meanwhile. */
 static void test_busy(void)
 {
-    struct sc_net *net = model("m3.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
-                                         "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
-                                         "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
-                                         "[convolutional]\nparallel=c2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
-                                         "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    struct sc_net *net = model("m3.cfg", m3_split_text);
     struct sc_calib *c = calib(1e-5, 1e-9);
     c->cores = 2;
     fill(c, net, 2, 2, FIXED);
@@ -460,11 +463,7 @@ static void test_mix_margin(void)
  * which does not share.  With the allreduce at the end nothing overlaps. */
 static void test_one_wire(void)
 {
-    struct sc_net *net = model("m3w.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
-                                          "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
-                                          "[convolutional]\nparallel=f2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
-                                          "[convolutional]\nparallel=c2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
-                                          "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    struct sc_net *net = model("m3.cfg", m3_split_text);
     double a = 1e-5, b = 1e-7, s = 1e9;
     struct sc_calib *c = calib(a, b);
     fill(c, net, 2, 2, ZERO);
