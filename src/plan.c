@@ -541,9 +541,6 @@ static double halo_levels(const struct model *m, const struct sc_grid *g, int r,
     return p2p_levels(m, in_msgs, in_bytes, out_msgs, out_bytes);
 }
 
-/* Halo exchange of x (forward) and dy (backward) of a spatially split
- * windowed layer, for the busiest rank; what the interior's computation
- * does not hide.  fwd and bwd: the layer's compute. */
 /* On cores the workers fill (m->busy > 0), StarPU-MPI's thread shares a
  * core with its rank's worker and moves a message when the worker's task
  * ends (or its time slice, the calibration's busy time): the rank that
@@ -557,6 +554,9 @@ static double behind(const struct model *m, double task)
     return m->busy > 0 ? (task / m->oversub < m->busy ? task / m->oversub : m->busy) : 0;
 }
 
+/* Halo exchange of x (forward) and dy (backward) of a spatially split
+ * windowed layer, for the busiest rank; what the interior's computation
+ * does not hide.  fwd and bwd: the layer's compute. */
 static void halo(const struct model *m, const struct sc_layer *l, const struct sc_grid *g, const struct block *b,
                  double fwd, double bwd, double *hf, double *hb)
 {
@@ -963,9 +963,10 @@ static void set_hide(const struct model *m, struct graph *G, const int *choice)
 {
     double acc = 0;
     for (int v = 0; v < G->n; v++) {
+        const struct cand *c = &G->node[v].cand[choice[v]];
         G->node[v].hide = acc;
-        if (!m->copying)
-            acc += G->node[v].cand[choice[v]].bwd - (m->one_link ? G->node[v].cand[choice[v]].msgs_b : 0);
+        if (!m->copying) /* on one wire, the messages cannot hide a collective */
+            acc += c->bwd - (m->one_link ? c->msgs_b : 0);
     }
 }
 
@@ -1085,12 +1086,10 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
 /* The search's objective is additive (each allreduce less what it can
  * hide behind), the reported time a timeline (allreduces queued on one
  * channel, merged into buckets).  Where they disagree, the search's
- * choice could predict slower than a plain uniform grid: take the fastest
- * of the search's choice and every grid applied to all layers (each
- * layer that cannot take it sample parallel), within the memory limit. */
-/* The best plan that gives every layer one grid (where the layer takes it,
- * else the whole batch on each rank); the search's choice gives way to it
- * unless it is faster by more than o->mix_margin. */
+ * choice could predict slower than a plain uniform grid.  So the best
+ * plan that gives every layer one grid (each layer that cannot take it
+ * sample parallel), within the memory limit, replaces the search's choice
+ * unless that choice is faster by more than o->mix_margin. */
 static void keep_best(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
 {
     struct sc_grid grids[512], whole;

@@ -36,8 +36,9 @@ struct sc_ring;
  * costs about 0.1 ms here beyond MPI's own time (a 4 MiB allreduce on 2
  * ranks, shared memory: 0.64 ms in 4 MiB segments, 0.97 ms in 512 KiB
  * ones), but small segments let urgent collectives pass a large one on a
- * slow link (wide at 1 Gbit/s: 480 against 400 images/s).  window: at most this many segments of each
- * step in flight (0: all at once): segment j is sent once segment j -
+ * slow link (wide at 1 Gbit/s: 480 against 400 images/s).  window: at
+ * most this many segments of each step in flight (0: all at once):
+ * segment j is sent once segment j -
  * window has arrived, so that a large vector cannot fill the network's
  * queues ahead of a later, more urgent collective's messages (which pass
  * it by their priority). */
