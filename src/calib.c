@@ -28,7 +28,7 @@ int sc_calib_new(struct sc_calib **out)
         return sc_error(SC_ERR_NOMEM, "out of memory for a calibration");
     c->p2p_alpha = c->p2p_beta = -1;
     c->p2p_node_alpha = c->p2p_node_beta = -1;
-    c->busy = c->load = -1;
+    c->busy = c->load = c->rowcopy = -1;
     return 0;
 }
 
@@ -211,6 +211,8 @@ static int write_body(FILE *fp, const void *ctx)
         fprintf(fp, "busy %.9g\n", c->busy);
     if (c->load >= 0)
         fprintf(fp, "load %.9g\n", c->load);
+    if (c->rowcopy >= 0)
+        fprintf(fp, "rowcopy %.9g\n", c->rowcopy);
     if (c->task > 0)
         fprintf(fp, "task %.9g\n", c->task);
     if (c->stream > 0)
@@ -231,7 +233,7 @@ int sc_calib_save(const struct sc_calib *c, const char *path)
      * is a file that loads. */
     if ((c->p2p_alpha >= 0 && !valid_time(c->p2p_beta)) || isnan(c->p2p_alpha) || isinf(c->p2p_alpha) ||
         !isfinite(c->task) || !isfinite(c->stream) || isnan(c->busy) || isinf(c->busy) || isnan(c->load) ||
-        isinf(c->load))
+        isinf(c->load) || isnan(c->rowcopy) || isinf(c->rowcopy))
         return sc_error(SC_ERR_ARG,
                         "%s: not saved: a time of the calibration is not finite (p2p %g %g, task %g, "
                         "stream %g)",
@@ -249,11 +251,11 @@ struct parser {
     const char *path;
     int line;
     struct sc_calib *c;
-    int seen[10]; /* the line of each one-off record (index: record_names) */
+    int seen[11]; /* the line of each one-off record (index: record_names) */
 };
 
-static const char *const record_names[10] = {CALIB_MAGIC, "machine", "cores", "workers", "p2p",
-                                             "task",      "stream",  "node",  "busy",    "load"};
+static const char *const record_names[11] = {CALIB_MAGIC, "machine", "cores", "workers", "p2p",    "task",
+                                             "stream",    "node",    "busy",  "load",    "rowcopy"};
 
 __attribute__((format(printf, 2, 3))) static int bad(const struct parser *ps, const char *fmt, ...)
 {
@@ -407,11 +409,11 @@ static int parse_line(struct parser *ps, char *p)
         c->p2p_beta = v[1];
         return 0;
     }
-    if (!strcmp(rec, "busy") || !strcmp(rec, "load")) {
-        int is_busy = rec[0] == 'b';
-        if ((err = numbers(ps, &p, rec, "1 number (s)", 1, v, 0, 0)) || (err = once(ps, is_busy ? 8 : 9)))
+    if (!strcmp(rec, "busy") || !strcmp(rec, "load") || !strcmp(rec, "rowcopy")) {
+        int idx = rec[0] == 'b' ? 8 : rec[0] == 'l' ? 9 : 10;
+        if ((err = numbers(ps, &p, rec, "1 number (s)", 1, v, 0, 0)) || (err = once(ps, idx)))
             return err;
-        *(is_busy ? &c->busy : &c->load) = v[0];
+        *(idx == 8 ? &c->busy : idx == 9 ? &c->load : &c->rowcopy) = v[0];
         return 0;
     }
     if (!strcmp(rec, "task") || !strcmp(rec, "stream")) {
@@ -438,7 +440,8 @@ static int parse_line(struct parser *ps, char *p)
     if (!strcmp(rec, "kernel"))
         return parse_kernel(ps, p);
     return bad(ps,
-               "unknown record '%s' (machine, cores, workers, p2p, node, busy, load, task, stream, allreduce, kernel)",
+               "unknown record '%s' (machine, cores, workers, p2p, node, busy, load, rowcopy, task, stream, allreduce, "
+               "kernel)",
                rec);
 }
 

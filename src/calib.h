@@ -17,6 +17,8 @@
  *                                       the workers fill, a message waits for them)
  *   load <s>                           (optional: seconds per input element a rank loads,
  *                                       for the data set given to calibrate --data)
+ *   rowcopy <s>                        (optional: a region task copies its window row by
+ *                                       row; each row's cost beyond its bytes at stream's)
  *   task <s>                           (a task's overhead: submission to end)
  *   stream <bytes/s>                   (memory streamed by one worker)
  *   allreduce <group> <bytes> <s>      (the task-based ring allreduce, per group size)
@@ -31,7 +33,7 @@
  * finite and >= 0; counts and groups whole and >= 1.  What was not
  * measured is left out: cores, workers, task, stream and ranks_per_node
  * then read 0, and p2p_alpha, p2p_beta, p2p_node_alpha, p2p_node_beta,
- * busy and load -1. */
+ * busy, load and rowcopy -1. */
 #ifndef SC_CALIB_H
 #define SC_CALIB_H
 
@@ -63,6 +65,7 @@ struct sc_calib {
     double p2p_node_alpha, p2p_node_beta;
     double busy; /* < 0: not measured */
     double load; /* < 0: not measured */
+    double rowcopy; /* < 0: not measured */
     double task;
     double stream;
     struct sc_calib_kernel *kernels;

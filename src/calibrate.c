@@ -84,6 +84,17 @@ int sc_calibrate_machine_name(char *name, size_t len)
     return cores > 0 ? (int)cores : 1;
 }
 
+#define ROW_FLOATS 16
+/* Not a constant to the compiler, as a region's row length is not: memcpy
+ * stays a call. */
+static volatile int row_floats = ROW_FLOATS;
+
+static void copy_rows(float *dst, const float *src, size_t nrows, int len)
+{
+    for (size_t r = 0; r < nrows; r++)
+        memcpy(dst + r * len, src + r * 4 * len, (size_t)len * sizeof(float));
+}
+
 int sc_calibrate_machine(struct sc_calib *c)
 {
     c->cores = sc_calibrate_machine_name(c->machine, sizeof c->machine);
@@ -107,9 +118,25 @@ int sc_calibrate_machine(struct sc_calib *c)
         t[p] = now() - t0;
         sink += b[(size_t)p * 4099 % STREAM_FLOATS]; /* so that the passes are not optimized away */
     }
+    c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
+    /* A region task gathers its window and scatters its output row by row,
+     * one memcpy each (codelets/cl_region.c): a block a few columns wide
+     * (a split over W) moves its bytes in many short rows, each dearer than
+     * its bytes at stream's rate.  Timed here: rows of ROW_FLOATS out of
+     * rows 4 times as long (a quarter of each image's width), beyond the
+     * caches; what a row takes beyond its bytes (read and written) at
+     * stream's rate. */
+    size_t nrows = STREAM_FLOATS / (4 * ROW_FLOATS);
+    for (int p = 0; p < STREAM_PASSES; p++) {
+        double t0 = now();
+        copy_rows(b, a, nrows, row_floats);
+        t[p] = now() - t0;
+        sink += b[(size_t)p * 4099 % (nrows * ROW_FLOATS)];
+    }
     (void)sink;
     free(a), free(b);
-    c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
+    double row = median(t, STREAM_PASSES) / (double)nrows - 2.0 * ROW_FLOATS * sizeof(float) / c->stream;
+    c->rowcopy = row > 0 ? row : 0;
     return 0;
 }
 

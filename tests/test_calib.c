@@ -70,7 +70,7 @@ static void kernels(void)
 {
     struct sc_calib *c;
     check(sc_calib_new(&c) == 0 && c->p2p_alpha < 0 && c->nkernels == 0 && c->npoints == 0 && c->ranks_per_node == 0 &&
-              c->p2p_node_alpha < 0 && c->p2p_node_beta < 0 && c->busy < 0 && c->load < 0,
+              c->p2p_node_alpha < 0 && c->p2p_node_beta < 0 && c->busy < 0 && c->load < 0 && c->rowcopy < 0,
           "a new calibration holds nothing, p2p not measured, one level");
     check(sc_calib_find(c, "fc n=1 in=2 out=3") == NULL, "nothing found in an empty calibration");
     char key[32];
@@ -170,6 +170,7 @@ static void round_trip(void)
     c->p2p_node_beta = 1.0 / 32e9;
     c->busy = 9.87e-3;
     c->load = 3.5e-9;
+    c->rowcopy = 4.5e-9;
     sc_calib_add_allreduce(c, 2, 4096, 1.1e-4);
     sc_calib_add_allreduce(c, 2, 8 << 20, 4.4e-3);
     sc_calib_add_allreduce(c, 4, 65536, 2.2e-4);
@@ -197,7 +198,8 @@ static void round_trip(void)
           "p2p, task and stream");
     check(d->ranks_per_node == 4 && close_to(d->p2p_node_alpha, 5e-6) && close_to(d->p2p_node_beta, 1.0 / 32e9),
           "node: %d ranks per node, within-node link %g %g", d->ranks_per_node, d->p2p_node_alpha, d->p2p_node_beta);
-    check(close_to(d->busy, 9.87e-3) && close_to(d->load, 3.5e-9), "busy %g, load %g", d->busy, d->load);
+    check(close_to(d->busy, 9.87e-3) && close_to(d->load, 3.5e-9) && close_to(d->rowcopy, 4.5e-9),
+          "busy %g, load %g, rowcopy %g", d->busy, d->load, d->rowcopy);
     int same = d->npoints == c->npoints;
     for (int i = 0; same && i < c->npoints; i++)
         same = d->allreduce[i].group == c->allreduce[i].group && d->allreduce[i].bytes == c->allreduce[i].bytes &&
@@ -258,6 +260,7 @@ static void tolerated(void)
                        "node\t2  1e-6 2e-10 # two per node\n"
                        "busy 0.009\n"
                        "load 2e-9\n"
+                       "rowcopy 5e-9\n"
                        "cores 2"; /* no final newline */
     char path[64];
     struct sc_calib *c = NULL;
@@ -273,7 +276,8 @@ static void tolerated(void)
         check(!strcmp(c->machine, "a b") && c->cores == 2 && c->p2p_alpha == 0 && c->npoints == 1,
               "the other records: machine '%s'", c->machine);
         check(c->ranks_per_node == 2 && c->p2p_node_alpha == 1e-6 && c->p2p_node_beta == 2e-10, "node record");
-        check(c->busy == 0.009 && c->load == 2e-9, "busy and load records: %g %g", c->busy, c->load);
+        check(c->busy == 0.009 && c->load == 2e-9 && c->rowcopy == 5e-9, "busy, load and rowcopy records: %g %g %g",
+              c->busy, c->load, c->rowcopy);
     }
     sc_calib_free(c);
     unlink(path);
@@ -317,6 +321,8 @@ static void malformed(void)
         {V "busy 1\nbusy 1\n", 3, "second 'busy' record (the first is on line 2)"},
         {V "load\n", 2, "'load' takes 1 number"},
         {V "load 1\nload 1\n", 3, "second 'load' record (the first is on line 2)"},
+        {V "rowcopy -1e-9\n", 2, "must be finite and >= 0"},
+        {V "rowcopy 1\nrowcopy 1\n", 3, "second 'rowcopy' record (the first is on line 2)"},
         {V "p2p 1e-5 1e-10 3\n", 2, "one field too many"},
         {V "node 4 1e-6\n", 2, "'node' takes ranks per node and 2 numbers"},
         {V "node 4\n", 2, "'node' takes ranks per node"},

@@ -59,7 +59,9 @@ static int add_kernel(void *ctx, const struct sc_layer_work *w, const char *key)
     } else if (f->mode == WORK) {
         double macs = w->kind == SC_WORK_CONV ? (double)w->conv.n * w->conv.c * w->conv.f * w->conv.oh * w->conv.ow *
                                                     w->conv.kh * w->conv.kw
-                                              : (double)w->fc.n * w->fc.in * w->fc.out;
+                      : w->kind == SC_WORK_POOL
+                          ? (double)w->pool.n * w->pool.c * w->pool.oh * w->pool.ow * w->pool.kh * w->pool.kw
+                          : (double)w->fc.n * w->fc.in * w->fc.out;
         a = b = g = macs * 1e-10;
     }
     return sc_calib_add_kernel(f->c, key, a, b, g);
@@ -249,6 +251,20 @@ static void test_redistribution_and_halo(void)
     p = plan(net, c, 2, 4, NULL, 0);
     check(p && near(p->layer[0].halo, 2 * a + 768 * b), "conv0's halos: %.9g = 2 alpha + (256 + 512) beta",
           p ? p->layer[0].halo : -1);
+    /* Each row a region task copies costs rowcopy.  Rank 1's block, rows
+     * 4-7 of 4 samples: forward, the interior (outputs 5-7, over input
+     * rows 4-7 and the padding) and the boundary (output 4, over inputs
+     * 3-5); the filter gradient, outputs 4-7 over inputs 3-7.  Rows: 4
+     * samples x (2 input channels x (4 + 3 + 5) + 4 output channels x
+     * (3 + 1 + 4)) = 224; the n2 layer copies none. */
+    c->rowcopy = 1e-6;
+    struct sc_plan *rows = plan(net, c, 2, 4, NULL, 0);
+    check(p && rows && near(rows->layer[0].compute - p->layer[0].compute, 224e-6) &&
+              rows->layer[1].compute == p->layer[1].compute,
+          "rows copied: conv0 %.9g later (224 rows), conv1 %.9g",
+          rows && p ? rows->layer[0].compute - p->layer[0].compute : -1,
+          rows && p ? rows->layer[1].compute - p->layer[1].compute : -1);
+    sc_plan_free(rows);
     sc_plan_free(p);
     sc_calib_free(c);
     sc_net_destroy(net);
@@ -383,11 +399,14 @@ static void test_busy(void)
     sc_plan_free(idle);
     sc_calib_free(c);
     sc_net_destroy(net);
-    /* A halo waits too: the second convolution's, forward behind its
-     * forward work on the tile, backward behind its backward (one tile per
-     * rank here), each capped at the busy time.  Against a busy time of
-     * 1 ps (the interior then hides nothing either), so only the waits
-     * differ: capped at 0.1 ms, 0.2 ms; uncapped, the layer's compute. */
+    /* A halo waits too, where its interior does not hide the wait: the
+     * second convolution's message forward behind the layer's forward
+     * work on the tile, backward behind its backward (one tile per rank
+     * here), each capped at the busy time, while the interior region runs
+     * (one region each way, every kernel its fixed time: F1 forward, D1
+     * backward).  Against a busy time of 1 ps (no wait): capped at 2 ms,
+     * forward 2 ms - F1 and backward nothing (D1 is longer); uncapped, the
+     * layer's compute less F1 and D1. */
     net = model("m4.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
                           "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
                           "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
@@ -398,16 +417,16 @@ static void test_busy(void)
     sc_calib_add_allreduce(c, 2, 4, 0);
     c->busy = 1e-12;
     idle = plan(net, c, 2, 2, NULL, 0);
-    c->busy = 1e-4;
+    c->busy = 2e-3;
     p = plan(net, c, 2, 2, NULL, 0);
-    check(p && idle && p->layer[1].halo > 0 && near(p->layer[1].halo - idle->layer[1].halo, 2e-4 - 2e-12),
-          "busy: h2's halo waits %.9g = 2 x (0.1 ms - 1 ps) (capped)",
+    check(p && idle && p->layer[1].halo > 0 && near(p->layer[1].halo - idle->layer[1].halo, 2e-3 - F1),
+          "busy: h2's halo waits %.9g = 2 ms - F1 (capped, the interior hiding F1)",
           p && idle ? p->layer[1].halo - idle->layer[1].halo : -1);
     sc_plan_free(p);
     c->busy = 1;
     p = plan(net, c, 2, 2, NULL, 0);
-    check(p && idle && near(p->layer[1].halo - idle->layer[1].halo, p->layer[1].compute),
-          "busy: h2's halo waits %.9g = the layer's compute %.9g",
+    check(p && idle && near(p->layer[1].halo - idle->layer[1].halo, p->layer[1].compute - F1 - D1),
+          "busy: h2's halo waits %.9g = the layer's compute %.9g less its interiors F1 + D1",
           p && idle ? p->layer[1].halo - idle->layer[1].halo : -1, p ? p->layer[1].compute : -1);
     sc_plan_free(p);
     sc_plan_free(idle);
