@@ -611,7 +611,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
      * layers, waits for the task running where it goes (this layer's,
      * forward and backward), while the receiver runs its interior: only
      * the wait beyond the interior shows.  Traced (lenet h2, 2 ranks):
-     * conv2's dy halo left 4.6 ms after its pack, the interior took 2.4
+     * conv2's dy halo arrived 4.6 ms after its pack, the interior took 2.4
      * ms, and the boundary waited 2.2 ms; wide's conv2 and conv4, with
      * interiors longer than the wait, did not wait. */
     double wf = behind(m, fwd / b->tiles) - fwd_in, wb = behind(m, bwd / b->tiles) - bwd_in;
