@@ -409,13 +409,15 @@ static int parse_line(struct parser *ps, char *p)
         c->p2p_beta = v[1];
         return 0;
     }
-    if (!strcmp(rec, "busy") || !strcmp(rec, "load") || !strcmp(rec, "rowcopy")) {
-        int idx = rec[0] == 'b' ? 8 : rec[0] == 'l' ? 9 : 10;
-        if ((err = numbers(ps, &p, rec, "1 number (s)", 1, v, 0, 0)) || (err = once(ps, idx)))
-            return err;
-        *(idx == 8 ? &c->busy : idx == 9 ? &c->load : &c->rowcopy) = v[0];
-        return 0;
-    }
+    /* The optional records of one time each, in record_names from 8. */
+    double *const times[] = {&c->busy, &c->load, &c->rowcopy};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(rec, record_names[8 + i])) {
+            if ((err = numbers(ps, &p, rec, "1 number (s)", 1, v, 0, 0)) || (err = once(ps, 8 + i)))
+                return err;
+            *times[i] = v[0];
+            return 0;
+        }
     if (!strcmp(rec, "task") || !strcmp(rec, "stream")) {
         int is_task = rec[0] == 't';
         if ((err = numbers(ps, &p, rec, is_task ? "1 number (s)" : "1 number (bytes/s)", 1, v, 0, 0)) ||

@@ -454,7 +454,7 @@ static int add_time(void *ctx, const struct sc_layer_work *w, enum role role, in
     if (!k)
         return sc_error(SC_ERR_PARSE, "the calibration has no time for %s's kernel (%s)", t->l->name, key);
     t->relu |= w->kind == SC_WORK_CONV && w->conv.relu;
-    double time = role == FWD ? k->fwd : role == BWD_DATA ? k->bwd_data : role == BWD_FILTER ? k->bwd_filter : k->fwd;
+    double time = role == BWD_DATA ? k->bwd_data : role == BWD_FILTER ? k->bwd_filter : k->fwd;
     *(role == FWD ? &t->fwd : &t->bwd) += time;
     if (interior)
         *(role == FWD ? &t->fwd_in : &t->bwd_in) += time;
@@ -481,7 +481,7 @@ static int kernel_times(const struct model *m, const struct sc_layer *l, const s
         *tasks = l->dx_is_dy ? 1 : 2;
         return 0;
     }
-    struct timing t = {m, l, 0, 0, 0, 0, 0, 0};
+    struct timing t = {.m = m, .l = l};
     struct works ws = {add_time, &t, {0, 0}, {0, 0}};
     int err = layer_works(l, g, b, &ws);
     if (err)
