@@ -16,11 +16,12 @@
  * and the workspace (no x, y), and the workspace must be oneDNN's, so that
  * a forward and a backward may run on different kinds of workers
  * (cuda/sc_kernels_nn.cu). */
-void sc_pool_compute_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws)
+void sc_pool_compute_cuda(const struct sc_cuda_ctx *c, int bwd, const struct sc_pool_args *a, const float *in,
+                          float *out, void *ws)
 {
     struct sc_cuda_pool p = {a->n, a->c, a->h, a->w, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw,
                              a->oh, a->ow, a->max, a->include_pad};
-    cudaStream_t s = starpu_cuda_get_local_stream();
+    cudaStream_t s = c->stream;
     if (bwd)
         sc_cuda_check(sc_cuda_pool_bwd(&p, in, ws, out, s), "pool_bwd");
     else
@@ -31,7 +32,8 @@ static void cl_pool_fwd_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_pool_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_pool_compute_cuda(0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_pool_compute_cuda(&c, 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (float *)STARPU_VECTOR_GET_PTR(buffers[1]), (void *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -39,7 +41,8 @@ static void cl_pool_bwd_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_pool_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_pool_compute_cuda(1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_pool_compute_cuda(&c, 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (void *)STARPU_VECTOR_GET_PTR(buffers[1]));
 }
 #endif

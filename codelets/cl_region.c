@@ -361,9 +361,15 @@ static void conv_cuda(int which, const struct sc_conv_args *a, const float *in0,
     sc_conv_compute_cuda(&c, which, a, in0, in1, out, bias, ws);
 }
 
+static void pool_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws)
+{
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_pool_compute_cuda(&c, bwd, a, in, out, ws);
+}
+
 static void cl_region_cuda_func(void *buffers[], void *cl_arg)
 {
-    static const struct backend gpu = {tmp_cuda, copy_box_cuda, conv_cuda, sc_pool_compute_cuda};
+    static const struct backend gpu = {tmp_cuda, copy_box_cuda, conv_cuda, pool_cuda};
     region_run(buffers, cl_arg, &gpu);
 }
 #endif

@@ -102,9 +102,8 @@ static void shutdown_worker(void *arg)
 #define SC_CUDNN_WORKSPACE_MB_DEFAULT 64
 #define SC_CUDNN_WORKSPACE_MB_MAX     4095
 
-int sc_cuda_workspace_bytes(size_t *bytes)
+int sc_cuda_workspace_limit(size_t *bytes)
 {
-    *bytes = 4;
     long mb = SC_CUDNN_WORKSPACE_MB_DEFAULT;
     const char *env = getenv("SC_CUDNN_WORKSPACE_MB");
     if (env) {
@@ -114,11 +113,18 @@ int sc_cuda_workspace_bytes(size_t *bytes)
             return sc_error(SC_ERR_ARG, "SC_CUDNN_WORKSPACE_MB: '%.32s' is not a size in MiB from 0 to %d", env,
                             SC_CUDNN_WORKSPACE_MB_MAX);
     }
+    *bytes = (size_t)mb << 20;
+    return 0;
+}
+
+int sc_cuda_workspace_bytes(size_t *bytes)
+{
     /* Checked even without a CUDA worker: a bad value is refused alike
      * everywhere. */
-    if (mb && starpu_cuda_worker_get_count() > 0)
-        *bytes = (size_t)mb << 20;
-    return 0;
+    int err = sc_cuda_workspace_limit(bytes);
+    if (err || !*bytes || starpu_cuda_worker_get_count() <= 0)
+        *bytes = 4;
+    return err;
 }
 
 int sc_cuda_init(void)
@@ -181,6 +187,42 @@ void *sc_cuda_buf(struct sc_cuda_worker *w, int i, size_t bytes)
     w->buf[i] = p;
     w->len[i] = len;
     return p;
+}
+
+int sc_cuda_ctx_open(struct sc_cuda_ctx *c)
+{
+    memset(c, 0, sizeof *c);
+    struct sc_cuda_worker *w = calloc(1, sizeof *w);
+    if (!w)
+        return sc_error(SC_ERR_NOMEM, "out of memory for a CUDA context");
+    c->cw = w;
+    if (sc_cuda_check(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), "CUDA start-up") ||
+        sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
+        sc_cudnn_check(cudnnSetStream(w->cudnn, w->stream), "cuDNN start-up") ||
+        sc_cublas_check(cublasCreate(&w->cublas), "cuBLAS start-up") ||
+        sc_cublas_check(cublasSetStream(w->cublas, w->stream), "cuBLAS start-up") ||
+        !(c->kw = sc_kernel_worker_create()))
+        return sc_error(SC_ERR_RUNTIME, "no CUDA context on this device (see the error above)");
+    w->ready = 1;
+    c->stream = w->stream;
+    c->cudnn = w->cudnn;
+    c->cublas = w->cublas;
+    return 0;
+}
+
+void sc_cuda_ctx_close(struct sc_cuda_ctx *c)
+{
+    struct sc_cuda_worker *w = c->cw;
+    if (c->kw)
+        sc_kernel_worker_destroy(c->kw);
+    if (w) {
+        cudaStream_t s = w->stream;
+        release_worker(w); /* synchronizes the stream first */
+        if (s)
+            cudaStreamDestroy(s);
+        free(w);
+    }
+    memset(c, 0, sizeof *c);
 }
 
 /* The device int beside the cross-entropy's accumulators. */

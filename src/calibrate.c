@@ -23,6 +23,9 @@
 #include "codelets/kernels.h"
 #include "net.h"
 #include "tasks/tasks.h"
+#ifdef SC_USE_CUDA
+#include "codelets/cuda/sc_cuda.h"
+#endif
 
 static double now(void)
 {
@@ -154,6 +157,15 @@ struct compute {
     double *t; /* reps times */
     float *buf[NBUF];
     size_t cap[NBUF]; /* floats */
+#ifdef SC_USE_CUDA
+    /* On the GPU (cuda 1): the kernels on ctx's stream, on copies of buf
+     * in device memory, timed by events around each call. */
+    int cuda;
+    struct sc_cuda_ctx ctx;
+    float *dev[NBUF];
+    struct sc_workspace ws; /* cuDNN's, as large as a CUDA worker's */
+    cudaEvent_t ev[2];
+#endif
 };
 
 /* Buffer i of at least n floats, filled with small random values (inputs
@@ -171,6 +183,17 @@ static int grow(struct compute *k, int i, size_t n)
     for (size_t j = 0; j < n; j++)
         k->buf[i][j] = (float)((double)(sc_splitmix64(j * NBUF + (uint64_t)i) >> 40) * 0x1p-24 - 0.5) * 0.1f;
     k->cap[i] = n;
+#ifdef SC_USE_CUDA
+    if (k->cuda) {
+        cudaFree(k->dev[i]);
+        k->dev[i] = NULL;
+        if (cudaMalloc((void **)&k->dev[i], bytes) != cudaSuccess ||
+            cudaMemcpy(k->dev[i], k->buf[i], n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+            k->cap[i] = 0;
+            return sc_error(SC_ERR_NOMEM, "out of device memory for a kernel's buffers (%zu bytes)", bytes);
+        }
+    }
+#endif
     return 0;
 }
 
@@ -204,11 +227,21 @@ static int prepare(struct compute *k, const struct sc_layer_work *w, int *nops)
     return err;
 }
 
+#ifdef SC_USE_CUDA
+static void run_cuda(struct compute *k, const struct sc_layer_work *w, int op);
+#endif
+
 /* One call of w's kernel: op 0 forward, 1 backward data, 2 backward
  * filter, with the arguments its codelet gives it (codelets/cl_*.c). */
 static void run(struct compute *k, const struct sc_layer_work *w, int op)
 {
     float **b = k->buf;
+#ifdef SC_USE_CUDA
+    if (k->cuda) {
+        run_cuda(k, w, op);
+        return;
+    }
+#endif
     if (w->kind == SC_WORK_CONV) {
         const struct sc_conv_args *a = &w->conv;
         size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
@@ -233,10 +266,68 @@ static void run(struct compute *k, const struct sc_layer_work *w, int op)
     }
 }
 
+#ifdef SC_USE_CUDA
+/* run on the GPU: the CUDA versions of the kernels, with the arguments
+ * their codelets give them (codelets/cl_*.c), on device buffers. */
+static void run_cuda(struct compute *k, const struct sc_layer_work *w, int op)
+{
+    float **b = k->dev;
+    const struct sc_cuda_ctx *ctx = &k->ctx;
+    if (w->kind == SC_WORK_CONV) {
+        const struct sc_conv_args *a = &w->conv;
+        size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
+        if (op == 0)
+            sc_conv_compute_cuda(ctx, 0, a, b[B_X], b[B_W], b[B_Y], b[B_W] + nw, &k->ws);
+        else if (op == 1)
+            sc_conv_compute_cuda(ctx, 1, a, b[B_Y], b[B_W], b[B_DX], NULL, &k->ws);
+        else
+            sc_conv_compute_cuda(ctx, 2, a, b[B_X], b[B_Y], b[B_DW], b[B_DW] + nw, &k->ws);
+    } else if (w->kind == SC_WORK_POOL) {
+        if (op == 0)
+            sc_pool_compute_cuda(ctx, 0, &w->pool, b[B_X], b[B_Y], b[B_W]);
+        else
+            sc_pool_compute_cuda(ctx, 1, &w->pool, b[B_Y], b[B_DX], b[B_W]);
+    } else {
+        if (op == 0)
+            sc_fc_compute_cuda(ctx, 0, &w->fc, b[B_X], b[B_W], b[B_Y]);
+        else if (op == 1)
+            sc_fc_compute_cuda(ctx, 1, &w->fc, b[B_Y], b[B_W], b[B_DX]);
+        else
+            sc_fc_compute_cuda(ctx, 2, &w->fc, b[B_X], b[B_Y], b[B_DW]);
+    }
+}
+
+/* As time_op, each call between two events on the stream: the GPU's time,
+ * launches included where the GPU waits for them (small kernels); a
+ * failed call gets a line on stderr from the kernel and a time of -1. */
+static double time_op_cuda(struct compute *k, const struct sc_layer_work *w, int op)
+{
+    cudaStream_t s = k->ctx.stream;
+    run(k, w, op);
+    if (sc_cuda_check(cudaStreamSynchronize(s), "calibrate"))
+        return -1;
+    for (int r = 0; r < k->reps; r++) {
+        float ms = 0;
+        cudaEventRecord(k->ev[0], s);
+        run(k, w, op);
+        cudaEventRecord(k->ev[1], s);
+        if (sc_cuda_check(cudaEventSynchronize(k->ev[1]), "calibrate") ||
+            sc_cuda_check(cudaEventElapsedTime(&ms, k->ev[0], k->ev[1]), "calibrate"))
+            return -1;
+        k->t[r] = ms * 1e-3;
+    }
+    return median(k->t, k->reps);
+}
+#endif
+
 /* The median of reps calls, after one that builds the kernel's primitives
  * and brings its data into the caches, as in training's steady state. */
 static double time_op(struct compute *k, const struct sc_layer_work *w, int op)
 {
+#ifdef SC_USE_CUDA
+    if (k->cuda)
+        return time_op_cuda(k, w, op);
+#endif
     run(k, w, op);
     for (int r = 0; r < k->reps; r++) {
         double t0 = now();
@@ -266,7 +357,8 @@ static int time_new(void *ctx, const struct sc_layer_work *w, const char *key)
     double t[3] = {0, 0, 0};
     int nops, err = prepare(k, w, &nops);
     for (int op = 0; op < nops && !err; op++)
-        t[op] = time_op(k, w, op);
+        if ((t[op] = time_op(k, w, op)) < 0)
+            err = sc_error(SC_ERR_RUNTIME, "calibrate: the kernel %s failed (see above)", key);
     if (!err)
         err = sc_calib_add_kernel(k->c, key, t[0], t[1], t[2]);
     k->done++;
@@ -277,11 +369,40 @@ static int time_new(void *ctx, const struct sc_layer_work *w, const char *key)
     return err;
 }
 
+#ifdef SC_USE_CUDA
+static int cuda_begin(struct compute *k)
+{
+    int err = sc_cuda_ctx_open(&k->ctx);
+    if (!err && (sc_cuda_check(cudaEventCreate(&k->ev[0]), "calibrate") ||
+                 sc_cuda_check(cudaEventCreate(&k->ev[1]), "calibrate")))
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: no CUDA events (see above)");
+    if (!err && (err = sc_cuda_workspace_limit(&k->ws.bytes)) == 0 && k->ws.bytes &&
+        cudaMalloc(&k->ws.ptr, k->ws.bytes) != cudaSuccess)
+        err = sc_error(SC_ERR_NOMEM, "out of device memory for cuDNN's workspace (%zu bytes)", k->ws.bytes);
+    return err;
+}
+
+static void cuda_end(struct compute *k)
+{
+    if (k->ctx.stream)
+        cudaStreamSynchronize(k->ctx.stream);
+    for (int i = 0; i < NBUF; i++)
+        cudaFree(k->dev[i]);
+    cudaFree(k->ws.ptr);
+    for (int i = 0; i < 2; i++)
+        if (k->ev[i])
+            cudaEventDestroy(k->ev[i]);
+    sc_cuda_ctx_close(&k->ctx);
+}
+#endif
+
 int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
-                         FILE *progress)
+                         enum sc_calibrate_device device, FILE *progress)
 {
     if (reps < 1)
         return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+    if (device == SC_CALIBRATE_CUDA && !sc_calibrate_has_cuda())
+        return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (README, GPU)");
     struct compute k = {.c = c, .reps = reps, .progress = progress};
     int err = sc_plan_kernels(net, o, count_new, &k);
     if (err || !k.total)
@@ -290,6 +411,15 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
         free(k.t);
         return sc_error(SC_ERR_NOMEM, "out of memory for the kernels' timing");
     }
+#ifdef SC_USE_CUDA
+    k.cuda = device == SC_CALIBRATE_CUDA;
+    if (k.cuda && !(err = cuda_begin(&k)))
+        err = sc_plan_kernels(net, o, time_new, &k);
+    if (k.cuda) {
+        cuda_end(&k);
+        goto done;
+    }
+#endif
     /* As a StarPU CPU worker runs them (codelets/cl_common.c): one thread
      * each, StarPU's workers being the parallelism.  OpenMP's count is the
      * calling thread's, OpenBLAS's the process's; both are put back. */
@@ -304,6 +434,9 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
     openblas_set_num_threads(blas_threads);
 #endif
     omp_set_num_threads(omp_threads);
+#ifdef SC_USE_CUDA
+done:
+#endif
     /* On this thread: oneDNN's per-thread scratchpad is released by the
      * thread that took it (codelets/kernels.h). */
     sc_kernel_worker_destroy(k.kw);
@@ -311,6 +444,60 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
         free(k.buf[i]);
     free(k.t);
     return err;
+}
+
+int sc_calibrate_has_cuda(void)
+{
+#ifdef SC_USE_CUDA
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+int sc_calibrate_device_cuda(struct sc_calib *c)
+{
+#ifdef SC_USE_CUDA
+    int dev = 0, count = 0;
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+        return sc_error(SC_ERR_RUNTIME, "--device cuda: no CUDA device here");
+    snprintf(c->machine, sizeof c->machine, "%.100s (CUDA device %d)", p.name, dev);
+    c->cores = 0;
+    /* stream: a device-to-device copy much larger than the L2 cache, bytes
+     * read plus written, as a layer without a library kernel streams. */
+    size_t bytes = (size_t)256 << 20;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    double t[STREAM_PASSES];
+    int err = 0;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+        cudaMemset(a, 0, bytes) != cudaSuccess || cudaEventCreate(&ev[0]) != cudaSuccess ||
+        cudaEventCreate(&ev[1]) != cudaSuccess)
+        err = sc_error(SC_ERR_NOMEM, "--device cuda: no room on the device for the bandwidth test");
+    for (int i = -1; i < STREAM_PASSES && !err; i++) { /* the first pass warms up */
+        float ms = 0;
+        cudaEventRecord(ev[0], 0);
+        cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+        cudaEventRecord(ev[1], 0);
+        if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
+            err = sc_error(SC_ERR_RUNTIME, "--device cuda: the bandwidth test failed");
+        else if (i >= 0)
+            t[i] = ms * 1e-3;
+    }
+    if (!err)
+        c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    cudaFree(a);
+    cudaFree(b);
+    return err;
+#else
+    (void)c;
+    return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (README, GPU)");
+#endif
 }
 
 /* ---- the data ---- */

@@ -21,12 +21,24 @@ int sc_calibrate_machine_name(char *name, size_t len);
 
 /* Times every kernel the model of net under o may look up
  * (sc_plan_kernels) that c does not hold yet: forward, backward data and
- * backward filter, each the median of reps calls after one to warm up, on
- * the calling thread with oneDNN and OpenBLAS single-threaded, as a StarPU
- * CPU worker runs them.  One line per 10 kernels on progress (NULL:
+ * backward filter, each the median of reps calls after one to warm up.
+ * SC_CALIBRATE_CPU: on the calling thread with oneDNN and OpenBLAS
+ * single-threaded, as a StarPU CPU worker runs them.  SC_CALIBRATE_CUDA
+ * (a CUDA build): the CUDA versions (cuDNN, cuBLAS, own kernels) on the
+ * current device, on a stream of their own, each call timed by CUDA
+ * events, with the cuDNN workspace a CUDA worker gets
+ * (SC_CUDNN_WORKSPACE_MB).  One line per 10 kernels on progress (NULL:
  * none).  Needs neither StarPU nor MPI. */
+enum sc_calibrate_device { SC_CALIBRATE_CPU, SC_CALIBRATE_CUDA };
 int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
-                         FILE *progress);
+                         enum sc_calibrate_device device, FILE *progress);
+/* 1 when this starconv was built with CUDA (configure --with-cuda). */
+int sc_calibrate_has_cuda(void);
+/* The device in place of the machine (calibrate --device cuda): the
+ * current CUDA device's name, cores 0, and stream, the bytes per second
+ * (read plus written) of a device-to-device copy of 256 MiB.  SC_ERR_ARG
+ * in a build without CUDA, SC_ERR_RUNTIME without a device. */
+int sc_calibrate_device_cuda(struct sc_calib *c);
 
 /* load: seconds per input element of loading ds's samples, and their
  * labels at the resolution of net's loss, as the load tasks do

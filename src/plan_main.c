@@ -45,6 +45,9 @@ static const char usage[] =
     "  --grad-comm MODE     layer, bucket:25 or end (default: the best of the three)\n"
     "  --json               print the plan as JSON\n"
     "  --reps N             calibrate: timed repetitions per measurement (default 7)\n"
+    "  --device cpu|cuda    calibrate: time the kernels on this machine's CPU (default)\n"
+    "                       or on its GPU (CUDA build; one process, kernels only: for\n"
+    "                       a machine description's calibration record, --machine)\n"
     "  --data D             calibrate: also time loading the samples of D (a Fashion-MNIST\n"
     "                       directory or synthetic:..., as starconv-train --data takes it),\n"
     "                       which plans then count per input value a rank loads\n"
@@ -66,7 +69,8 @@ static const char usage[] =
 
 struct opts {
     const char *model, *calibration, *grid, *grad_comm, *machine, *data;
-    int calibrate, ranks, batch, workers, json, reps, max_ranks;
+    enum sc_calibrate_device device;
+    int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks;
     double mem_limit;
 };
 
@@ -110,6 +114,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"machine", required_argument, 0, 'X'},
         {"max-ranks", required_argument, 0, 'R'},
         {"data", required_argument, 0, 'D'},
+        {"device", required_argument, 0, 'd'},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
@@ -146,6 +151,13 @@ static int parse_args(int argc, char **argv, struct opts *o)
             break;
         case 'D':
             o->data = optarg;
+            break;
+        case 'd':
+            if (!strcmp(optarg, "cpu") || !strcmp(optarg, "cuda"))
+                o->device = optarg[1] == 'u' ? SC_CALIBRATE_CUDA : SC_CALIBRATE_CPU;
+            else
+                err = sc_error(SC_ERR_ARG, "--device: '%s' is neither cpu nor cuda", optarg);
+            o->device_set = 1;
             break;
         case 'X':
             o->machine = optarg;
@@ -186,6 +198,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
         err = sc_error(SC_ERR_ARG, "--model FILE is required (see --help)");
     if (!err && o->data && !o->calibrate)
         err = sc_error(SC_ERR_ARG, "--data is an option of calibrate");
+    if (!err && o->device_set && !o->calibrate)
+        err = sc_error(SC_ERR_ARG, "--device is an option of calibrate");
+    if (!err && o->device == SC_CALIBRATE_CUDA && o->data)
+        err = sc_error(SC_ERR_ARG, "--data with --device cuda: data loading runs on CPU workers; time it with "
+                                   "--device cpu");
+    if (!err && o->device == SC_CALIBRATE_CUDA && !sc_calibrate_has_cuda())
+        err = sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (configure --with-cuda; "
+                                   "README, GPU)");
     if (!err && o->machine && o->calibrate)
         err = sc_error(SC_ERR_ARG, "calibrate measures this machine; --machine describes another");
     if (!err && !o->calibrate && !o->machine && !o->ranks)
@@ -275,8 +295,65 @@ static int open_data(const char *spec, struct sc_dataset *ds)
     return err ? sc_error(err, "--data: %s", sc_last_error()) : 0;
 }
 
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* The calibration to extend (what it holds already is kept), or a new one. */
+static int open_calibration(const struct opts *o, struct sc_calib **c)
+{
+    int err = !access(o->calibration, F_OK) ? sc_calib_load(o->calibration, c) : sc_calib_new(c);
+    if (err == SC_ERR_PARSE)
+        err = sc_error(err, "%s (delete it or calibrate into another --calibration FILE)", sc_last_error());
+    if (!err && (*c)->nkernels && (*c)->workers != o->workers)
+        err = sc_error(SC_ERR_ARG, "%s holds times for %d workers per rank, not %d: calibrate into another file",
+                       o->calibration, (*c)->workers, o->workers);
+    return err;
+}
+
+/* calibrate --device cuda: the kernels on this process's GPU, no MPI and
+ * no communication (a machine description gives the links). */
+static int calibrate_cuda(struct opts *o, const struct sc_net *net)
+{
+    const char *size = getenv("OMPI_COMM_WORLD_SIZE");
+    if (size && atoi(size) > 1)
+        return sc_error(SC_ERR_ARG, "--device cuda times one device from one process: run it without mpirun");
+    if (!o->ranks)
+        o->ranks = 1;
+    o->workers = 1;
+    struct sc_calib *c = NULL;
+    char was[sizeof c->machine];
+    int err = open_calibration(o, &c);
+    if (!err) {
+        snprintf(was, sizeof was, "%s", c->machine);
+        err = sc_calibrate_device_cuda(c);
+    }
+    if (!err && c->nkernels && strcmp(was, c->machine))
+        err = sc_error(SC_ERR_ARG, "%s holds kernel times of '%s', not of '%s': calibrate into another file",
+                       o->calibration, was, c->machine);
+    if (!err) {
+        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0};
+        c->workers = 1;
+        double t0 = now_s();
+        err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CUDA, stderr);
+        fprintf(stderr, "calibrate: %d kernels, %.1f s\n", c->nkernels, now_s() - t0);
+    }
+    if (!err)
+        err = sc_calib_save(c, o->calibration);
+    if (!err)
+        fprintf(stderr, "calibrate: wrote %s (%s)\n", o->calibration, c->machine);
+    sc_calib_free(c);
+    sc_kernels_shutdown();
+    return err;
+}
+
 static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char ***argv)
 {
+    if (o->device == SC_CALIBRATE_CUDA)
+        return calibrate_cuda(o, net);
     int err, size = 1, rank = 0;
     if ((err = sc_runtime_mpi_init(argc, argv)))
         return err;
@@ -289,16 +366,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         o->workers = e && atoi(e) > 0 ? atoi(e) : 1;
     }
     struct sc_calib *c = NULL;
-    /* A calibration grows: what it holds already is kept. */
-    if (!access(o->calibration, F_OK))
-        err = sc_calib_load(o->calibration, &c);
-    else
-        err = sc_calib_new(&c);
-    if (err == SC_ERR_PARSE)
-        err = sc_error(err, "%s (delete it or calibrate into another --calibration FILE)", sc_last_error());
-    if (!err && c->nkernels && c->workers != o->workers)
-        err = sc_error(SC_ERR_ARG, "%s holds times for %d workers per rank, not %d: calibrate into another file",
-                       o->calibration, c->workers, o->workers);
+    err = open_calibration(o, &c);
     /* The data set first: a bad --data costs no measurement. */
     struct sc_dataset ds = {0};
     if (!err && rank == 0 && o->data)
@@ -310,7 +378,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);
         if (!err)
-            err = sc_calibrate_compute(c, net, &po, o->reps, stderr);
+            err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CPU, stderr);
         if (!err && o->data)
             err = sc_calibrate_load(c, net, &ds, o->reps, stderr);
         fprintf(stderr, "calibrate: %d kernels, %.1f s\n", c->nkernels, MPI_Wtime() - t0);

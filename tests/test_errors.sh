@@ -135,6 +135,19 @@ printf '%s\n' 'starconv-machine 1' 'ranks-per-node 4' 'intra-node 5e-6 32e9' 'in
 expect_plan "machine file naming a missing calibration" \
   "^starconv-plan: $WORK/machine.txt:6: calibration gpu-times.txt: cannot read calibration $WORK/gpu-times.txt" \
   --machine "$WORK/machine.txt" --model "$MODELS/lenet.cfg"
+# calibrate --device: a bad value, outside calibrate, cuda in a CPU build,
+# cuda with --data (loading runs on CPU workers); no calibration written.
+expect_plan "--device gpu" "^starconv-plan: --device: 'gpu' is neither cpu nor cuda" \
+  calibrate --device gpu --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
+expect_plan "--device outside calibrate" "^starconv-plan: --device is an option of calibrate" \
+  --device cpu --model "$MODELS/lenet.cfg" --ranks 2
+expect_plan "--device cuda with --data" "^starconv-plan: --data with --device cuda: data loading runs on CPU" \
+  calibrate --device cuda --data "$DATA" --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
+if ! grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
+  expect_plan "--device cuda in a CPU build" "^starconv-plan: --device cuda: this starconv was built without CUDA" \
+    calibrate --device cuda --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
+fi
+if [ -e "$WORK/dev.cal" ]; then fail "a refused calibrate wrote $WORK/dev.cal"; else ok "no calibration written"; fi
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
   "$TRAIN" --list-sched | grep -qw dmda; then
   ok "--list-sched prints the policy names"

@@ -130,6 +130,9 @@ void sc_cuda_shutdown(void);
  * workspace limit where this rank has CUDA workers (SC_CUDNN_WORKSPACE_MB,
  * default 64), else 4 bytes.  0, or SC_ERR_ARG for a bad value. */
 int sc_cuda_workspace_bytes(size_t *bytes);
+/* The limit alone (SC_CUDNN_WORKSPACE_MB, default 64), in bytes, whether
+ * or not this rank has CUDA workers. */
+int sc_cuda_workspace_limit(size_t *bytes);
 /* Device buffer i of the calling CUDA worker, at least bytes long; grown
  * in stream order (cudaFreeAsync/cudaMallocAsync on the worker's stream),
  * so work already queued keeps the old one.  NULL on failure. */
@@ -153,6 +156,13 @@ struct sc_cuda_ctx {
 };
 struct sc_cuda_ctx sc_cuda_ctx_self(void);
 void *sc_cuda_buf(struct sc_cuda_worker *w, int i, size_t bytes);
+/* A context of the calling thread's own, outside StarPU's workers, on the
+ * current device (starconv-plan calibrate --device cuda times the kernels
+ * with it): a stream, handles bound to it, a kernel state and buffers.  0,
+ * or SC_ERR_RUNTIME (the CUDA library's error on stderr); close releases
+ * what open made, also after a failed open. */
+int sc_cuda_ctx_open(struct sc_cuda_ctx *c);
+void sc_cuda_ctx_close(struct sc_cuda_ctx *c);
 /* One line on stderr for a failed CUDA/cuDNN/cuBLAS call in a kernel
  * (a task cannot return an error); 0 when ok, -1 otherwise. */
 int sc_cuda_check(cudaError_t e, const char *op);
@@ -188,7 +198,8 @@ struct sc_workspace;
 /* ws: the task's replicate of the scratch handle, cuDNN's workspace. */
 void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct sc_conv_args *a, const float *in0,
                           const float *in1, float *out, float *bias, const struct sc_workspace *ws);
-void sc_pool_compute_cuda(int bwd, const struct sc_pool_args *a, const float *in, float *out, void *ws);
+void sc_pool_compute_cuda(const struct sc_cuda_ctx *c, int bwd, const struct sc_pool_args *a, const float *in,
+                          float *out, void *ws);
 /* The fully connected layer through cuBLAS (kernel_fc_cublas.c), as
  * sc_fc_compute. */
 struct sc_fc_args;
