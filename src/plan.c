@@ -86,6 +86,8 @@ struct cand {
     struct sc_grid g;
     double fwd, bwd; /* compute, with halo and channel collectives */
     double msgs_b;   /* of bwd: the halo and channel collectives */
+    int rounds;      /* exchanges of messages between ranks it makes (halo,
+                      * statistics, channel collectives; forward and back) */
     double compute, halo, channels;
     double ar_time, ar_bytes; /* the gradient allreduce, unhidden */
     double task_f, task_b;    /* a tile's forward and backward compute: what a
@@ -643,7 +645,10 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     double hf, hb;
     halo(m, l, g, &b, kf, kb, kf_in * m->oversub, kb_in * m->oversub, &hf, &hb);
     int hw = ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
+    if (hw > 1 && l->win_r.k > 0)
+        c->rounds += 2; /* x's halo forward, dy's backward */
     if (l->group_sum_len && hw > 1) {
+        c->rounds += 2;
         /* Batch normalization split over rows or columns sums its
          * statistics over those ranks, forward and backward, before it
          * can go on (sc_group_sum: every member's vector to every other,
@@ -662,6 +667,7 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
         part.cdims = SC_CDIMS_F;
         cf = exchange(m, &part, &out, 0).seconds + behind(m, c->task_f);
         cb = exchange(m, &out, &part, 1).seconds + behind(m, c->task_b);
+        c->rounds += 2;
     }
     c->channels = cf + cb;
     c->fwd = kf + hf + cf;
@@ -797,7 +803,7 @@ static int build_nodes(struct model *m, const struct sc_plan_opts *o, struct gra
  * input and of v's input error back; a [shortcut] must read its inputs as
  * they are (infinite otherwise). */
 static double edge_cost(const struct model *m, const struct sc_layer *lu, const struct cand *a,
-                        const struct sc_layer *lv, const struct cand *b, double *fwd, double *bwd)
+                        const struct sc_layer *lv, const struct cand *b, double *fwd, double *bwd, int *rounds)
 {
     struct sc_layout out = layout_out(lu, &a->g, m->B), in = layout_in(lv, &b->g, m->B);
     *fwd = *bwd = 0;
@@ -811,6 +817,8 @@ static double edge_cost(const struct model *m, const struct sc_layer *lu, const 
                 k = exchange(m, &in, &out, !(lv->mixes_channels && ext(&b->g, SC_DIM_F) > 1));
     *fwd = f.seconds + (f.bytes > 0 ? behind(m, b->task_f) : 0);
     *bwd = k.seconds + (k.bytes > 0 ? behind(m, b->task_b) : 0);
+    if (rounds) /* exchanges with messages, not local copies */
+        *rounds += (f.bytes > 0) + (k.bytes > 0);
     return *fwd + *bwd;
 }
 
@@ -869,7 +877,7 @@ static int build_edges(const struct model *m, struct graph *G)
                 for (int b = 0; b < nv->ncand; b++) {
                     double f, bw;
                     e->cost[a * nv->ncand + b] =
-                        edge_cost(m, &net->layers[nu->layer], &nu->cand[a], lv, &nv->cand[b], &f, &bw);
+                        edge_cost(m, &net->layers[nu->layer], &nu->cand[a], lv, &nv->cand[b], &f, &bw, NULL);
                 }
         }
     }
@@ -915,16 +923,21 @@ static void collective(const struct model *m, double *t, double *chan, int group
     }
 }
 
-/* Forward, then backward layer by layer from the last; each layer's
+/* Forward, then backward layer by layer from the last (rounds: the
+ * redistributions between layers that send messages); each layer's
  * gradient allreduce queues on one channel from the moment its gradient
  * is ready (layer), fills 25 MB buckets in backward order (bucket), or
  * waits for the whole backward pass (end); the update follows each. */
 static double timeline(const struct model *m, const struct graph *G, const int *choice, const double *efwd,
-                       const double *ebwd, enum policy pol)
+                       const double *ebwd, int rounds, enum policy pol)
 {
-    double t = 0;
-    for (int v = 0; v < G->n; v++)
-        t += G->node[v].cand[choice[v]].fwd + efwd[v];
+    double t = 0, chain = 0, wire = 0;
+    for (int v = 0; v < G->n; v++) {
+        const struct cand *c = &G->node[v].cand[choice[v]];
+        t += c->fwd + efwd[v];
+        chain += c->fwd + efwd[v] + c->bwd + ebwd[v];
+        rounds += c->rounds;
+    }
     double chan = 0, upd = 0, pending = 0;
     int group = 0;
     for (int v = G->n - 1; v >= 0; v--) {
@@ -949,25 +962,60 @@ static double timeline(const struct model *m, const struct graph *G, const int *
             continue;
         if (pol == POL_LAYER) {
             collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0, c->task_b);
+            wire += c->ar_time;
             continue;
         }
         /* bucket, end: one collective per group size and bucket */
         if (group && group != c->group) {
-            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), pol == POL_BUCKET,
-                       c->task_b);
+            double a = sc_calib_allreduce(m->c, group, pending);
+            collective(m, &t, &chan, group, pending, a, pol == POL_BUCKET, c->task_b);
+            wire += a;
             pending = 0;
         }
         group = c->group;
         pending += c->ar_bytes;
         if (pol == POL_BUCKET && pending >= 25e6) {
-            collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), v > 0, c->task_b);
+            double a = sc_calib_allreduce(m->c, group, pending);
+            collective(m, &t, &chan, group, pending, a, v > 0, c->task_b);
+            wire += a;
             pending = 0;
             group = 0;
         }
     }
-    if (group && pending > 0)
-        collective(m, &t, &chan, group, pending, sc_calib_allreduce(m->c, group, pending), 0, 0);
-    return (chan > t ? chan : t) + upd;
+    if (group && pending > 0) {
+        double a = sc_calib_allreduce(m->c, group, pending);
+        collective(m, &t, &chan, group, pending, a, 0, 0);
+        wire += a;
+    }
+    double time = (chan > t ? chan : t) + upd;
+    /* Steady state on one wire (m->one_link) with the gradients' collectives
+     * issued during backward (layer, bucket; not end, whose one collective
+     * runs alone after backward): iteration after iteration they keep the
+     * wire busy wire seconds of every T, the next forward running over the
+     * tail of the last.  A round of messages between the layers' ranks (a
+     * halo, batch normalization's statistics, a channel collective, a
+     * redistribution between layers: rounds, forward and backward) that
+     * finds collective bytes queued in the link waits behind them, FIFO:
+     * what the other P - 1 ranks have in flight, about one ring segment
+     * each (512 KiB, the default; the ring keeps at most 2 per step in
+     * flight, tasks/tasks.h), at the wire's time per byte (p2p_beta / P:
+     * the calibration's p2p has every rank sending at once).  A round
+     * finds the wire busy with probability wire / T and then waits half of
+     * that queue on average, so the chain of compute and messages takes
+     * chain + rounds x wait / 2 x wire / T = T; solved,
+     * T = (chain + sqrt(chain^2 + 2 rounds wait wire)) / 2.  Measured at
+     * 1 Gbit/s: a small message sent during an 8 MiB allreduce waited
+     * 4.5 ms more on 2 ranks and 13.3 ms on 4 (this gives 4.2 and 12.6);
+     * mesh128's spatial splits took 1.19-1.35 times the one-iteration
+     * timeline, which lets those waits hide behind the wire. */
+    if (m->one_link && pol != POL_END && wire > 0 && rounds > 0) {
+        const double segment = 512 * 1024;
+        double wait = (m->P - 1) * segment * m->c->p2p_beta / m->P, c = chain + upd;
+        double steady = 0.5 * (c + sqrt(c * c + 2 * rounds * wait * wire));
+        if (steady > time)
+            time = steady;
+    }
+    return time;
 }
 
 /* ---- search ---- */
@@ -1027,10 +1075,12 @@ static double memory_of(const struct graph *G, const int *choice)
     return mem;
 }
 
-/* The redistribution into each node under choice, forward and back. */
-static void edges_of(const struct model *m, const struct graph *G, const int *choice, double *efwd, double *ebwd)
+/* The redistribution into each node under choice, forward and back; how
+ * many of them send messages. */
+static int edges_of(const struct model *m, const struct graph *G, const int *choice, double *efwd, double *ebwd)
 {
     const struct sc_net *net = m->net;
+    int rounds = 0;
     for (int v = 0; v < G->n; v++)
         efwd[v] = ebwd[v] = 0;
     for (int i = 0; i < G->nedges; i++) {
@@ -1038,10 +1088,11 @@ static void edges_of(const struct model *m, const struct graph *G, const int *ch
         const struct node *nu = &G->node[e->u], *nv = &G->node[e->v];
         double f, b;
         edge_cost(m, &net->layers[nu->layer], &nu->cand[choice[e->u]], &net->layers[nv->layer], &nv->cand[choice[e->v]],
-                  &f, &b);
+                  &f, &b, &rounds);
         efwd[e->v] += f;
         ebwd[e->v] += b;
     }
+    return rounds;
 }
 
 /* The predicted time of an assignment: its timeline under the best
@@ -1052,12 +1103,12 @@ static double predict(const struct model *m, const struct graph *G, const int *c
                       int *pol)
 {
     double efwd[G->n], ebwd[G->n], best = INFINITY;
-    edges_of(m, G, choice, efwd, ebwd);
+    int rounds = edges_of(m, G, choice, efwd, ebwd);
     *pol = -1;
     for (int k = POL_END; k >= POL_LAYER; k--) {
         if (o->grad_comm && strcmp(o->grad_comm, policy_name[k]))
             continue;
-        double t = timeline(m, G, choice, efwd, ebwd, k);
+        double t = timeline(m, G, choice, efwd, ebwd, rounds, k);
         if (*pol < 0 || t < best)
             best = t, *pol = k;
     }

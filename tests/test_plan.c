@@ -507,6 +507,49 @@ static void test_one_wire(void)
     sc_net_destroy(net);
 }
 
+/* One wire, gradients' collectives issued during backward: each round of
+ * messages waits, on average, half of what the other ranks keep queued
+ * in the link (a 512 KiB segment each at the wire's p2p_beta / P per byte) with the
+ * wire's busy fraction W / T, so T = (C + sqrt(C^2 + 2 R wait W)) / 2,
+ * C the chain (compute, messages, update), W the collectives' time.
+ * Two h2 convolutions (x's halo forward and dy's backward, 2 rounds each)
+ * and the fc n2 (conv1 -> fc redistributed forward and back, 2): R = 6;
+ * every allreduce takes 1 ms.  With the allreduce at the end, or a node
+ * link of the same speed (not one wire), nothing waits so. */
+static void test_one_wire_steady(void)
+{
+    struct sc_net *net = model("m4.cfg", "[net]\nchannels=2\nheight=4\nwidth=4\nclasses=10\n"
+                                         "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
+                                         "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
+    double a = 1e-5, b = 1e-7;
+    struct sc_calib *c = calib(a, b);
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 4, 1e-3);
+    sc_calib_add_allreduce(c, 2, 1e4, 1e-3);
+    struct sc_plan *one = plan_margin(net, c, 2, 2, "layer", 0), *one_end = plan_margin(net, c, 2, 2, "end", 0);
+    c->ranks_per_node = 2;
+    c->p2p_node_alpha = a;
+    c->p2p_node_beta = b;
+    struct sc_plan *node = plan_margin(net, c, 2, 2, "layer", 0);
+    double want = -1, wait = 512 * 1024 * b / 2, W = 3e-3;
+    if (one) {
+        const struct sc_plan_cost *t = &one->total;
+        double C = t->compute + t->halo + t->channels + t->redistribute + t->update;
+        want = 0.5 * (C + sqrt(C * C + 2 * 6 * wait * W));
+    }
+    check(one && near(one->total.allreduce, W) && near(one->time, want),
+          "one wire, steady state: %.9g s = (C + sqrt(C^2 + 2 R wait W)) / 2 = %.9g s", one ? one->time : -1, want);
+    check(one && one_end && node && one_end->time < want && node->time < want,
+          "one wire at the end (%.9g s), a node link (%.9g s): no queueing wait", one_end ? one_end->time : -1,
+          node ? node->time : -1);
+    sc_plan_free(one);
+    sc_plan_free(one_end);
+    sc_plan_free(node);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
 /* Two levels: 4 ranks, 2 per node (ranks 0, 1 and 2, 3), B=4, 4
  * channels of 8x8, kernels and tasks that take no time.
  *  - conv0 n2w2 -> conv1 w4, forward: rank 1 (columns 2-3 of every
@@ -718,6 +761,7 @@ int main(void)
     test_bn_statistics();
     test_busy();
     test_one_wire();
+    test_one_wire_steady();
     test_mix_margin();
     test_redistribution_and_halo();
     test_channels();
