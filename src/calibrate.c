@@ -227,76 +227,50 @@ static int prepare(struct compute *k, const struct sc_layer_work *w, int *nops)
     return err;
 }
 
-#ifdef SC_USE_CUDA
-static void run_cuda(struct compute *k, const struct sc_layer_work *w, int op);
-#endif
-
 /* One call of w's kernel: op 0 forward, 1 backward data, 2 backward
- * filter, with the arguments its codelet gives it (codelets/cl_*.c). */
+ * filter, with the arguments its codelet gives it (codelets/cl_*.c), on
+ * the CPU or, k->cuda, its CUDA version on device copies of the buffers. */
 static void run(struct compute *k, const struct sc_layer_work *w, int op)
 {
     float **b = k->buf;
+    int cuda = 0;
 #ifdef SC_USE_CUDA
-    if (k->cuda) {
-        run_cuda(k, w, op);
-        return;
-    }
+    if ((cuda = k->cuda))
+        b = k->dev;
 #endif
+    /* in0, in1 -> out of each op of a convolution or a fully connected
+     * layer: x, w -> y; dy, w -> dx; x, dy -> dw */
+    static const int in0[3] = {B_X, B_Y, B_X}, in1[3] = {B_W, B_W, B_Y}, out[3] = {B_Y, B_DX, B_DW};
     if (w->kind == SC_WORK_CONV) {
         const struct sc_conv_args *a = &w->conv;
         size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
-        if (op == 0)
-            sc_conv_compute(k->kw, 0, a, b[B_X], b[B_W], b[B_Y], b[B_W] + nw);
-        else if (op == 1)
-            sc_conv_compute(k->kw, 1, a, b[B_Y], b[B_W], b[B_DX], NULL);
+        float *bias = op == 0 ? b[B_W] + nw : op == 2 ? b[B_DW] + nw : NULL;
+        if (!cuda)
+            sc_conv_compute(k->kw, op, a, b[in0[op]], b[in1[op]], b[out[op]], bias);
+#ifdef SC_USE_CUDA
         else
-            sc_conv_compute(k->kw, 2, a, b[B_X], b[B_Y], b[B_DW], b[B_DW] + nw);
+            sc_conv_compute_cuda(&k->ctx, op, a, b[in0[op]], b[in1[op]], b[out[op]], bias, &k->ws);
+#endif
     } else if (w->kind == SC_WORK_POOL) {
-        if (op == 0)
-            sc_pool_compute(k->kw, 0, &w->pool, b[B_X], b[B_Y], b[B_W]);
+        /* forward x -> y, backward dy -> dx; the workspace (max) between */
+        float *x = b[op ? B_Y : B_X], *y = b[op ? B_DX : B_Y];
+        if (!cuda)
+            sc_pool_compute(k->kw, op, &w->pool, x, y, b[B_W]);
+#ifdef SC_USE_CUDA
         else
-            sc_pool_compute(k->kw, 1, &w->pool, b[B_Y], b[B_DX], b[B_W]);
+            sc_pool_compute_cuda(&k->ctx, op, &w->pool, x, y, b[B_W]);
+#endif
     } else {
-        if (op == 0)
-            sc_fc_compute(0, &w->fc, b[B_X], b[B_W], b[B_Y]);
-        else if (op == 1)
-            sc_fc_compute(1, &w->fc, b[B_Y], b[B_W], b[B_DX]);
+        if (!cuda)
+            sc_fc_compute(op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+#ifdef SC_USE_CUDA
         else
-            sc_fc_compute(2, &w->fc, b[B_X], b[B_Y], b[B_DW]);
+            sc_fc_compute_cuda(&k->ctx, op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+#endif
     }
 }
 
 #ifdef SC_USE_CUDA
-/* run on the GPU: the CUDA versions of the kernels, with the arguments
- * their codelets give them (codelets/cl_*.c), on device buffers. */
-static void run_cuda(struct compute *k, const struct sc_layer_work *w, int op)
-{
-    float **b = k->dev;
-    const struct sc_cuda_ctx *ctx = &k->ctx;
-    if (w->kind == SC_WORK_CONV) {
-        const struct sc_conv_args *a = &w->conv;
-        size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
-        if (op == 0)
-            sc_conv_compute_cuda(ctx, 0, a, b[B_X], b[B_W], b[B_Y], b[B_W] + nw, &k->ws);
-        else if (op == 1)
-            sc_conv_compute_cuda(ctx, 1, a, b[B_Y], b[B_W], b[B_DX], NULL, &k->ws);
-        else
-            sc_conv_compute_cuda(ctx, 2, a, b[B_X], b[B_Y], b[B_DW], b[B_DW] + nw, &k->ws);
-    } else if (w->kind == SC_WORK_POOL) {
-        if (op == 0)
-            sc_pool_compute_cuda(ctx, 0, &w->pool, b[B_X], b[B_Y], b[B_W]);
-        else
-            sc_pool_compute_cuda(ctx, 1, &w->pool, b[B_Y], b[B_DX], b[B_W]);
-    } else {
-        if (op == 0)
-            sc_fc_compute_cuda(ctx, 0, &w->fc, b[B_X], b[B_W], b[B_Y]);
-        else if (op == 1)
-            sc_fc_compute_cuda(ctx, 1, &w->fc, b[B_Y], b[B_W], b[B_DX]);
-        else
-            sc_fc_compute_cuda(ctx, 2, &w->fc, b[B_X], b[B_Y], b[B_DW]);
-    }
-}
-
 /* As time_op, each call between two events on the stream: the GPU's time,
  * launches included where the GPU waits for them (small kernels); a
  * failed call gets a line on stderr from the kernel and a time of -1. */

@@ -132,6 +132,28 @@ if [ "$rc" -eq 2 ] && grep -q "not on this machine" "$WORK/err"; then
 else
   fail "--parallel auto, a calibration from another machine: exit $rc"
 fi
+# The shipped GPU description prices kernels from its calibration record
+# (models/machines/h200.cal, measured on an H200): ResNet-50's conv1 on
+# one rank is that file's forward and filter gradient (the input of the
+# first layer needs no gradient), plus the description's task overhead
+# for each.
+M="$MODELS/machines/lassen-h200.txt"
+if "$PLAN" --machine "$M" --model "$MODELS/resnet50.cfg" --batch 128 --ranks 1 --json >"$WORK/h200.json" 2>"$WORK/err" &&
+  python3 - "$WORK/h200.json" "$MODELS/machines/h200.cal" "$M" >"$WORK/check" 2>&1 <<'PY'; then
+import json, sys
+plan = json.load(open(sys.argv[1]))
+key = "conv n=128 c=3 h=224 w=224 f=64 k=7x7 s=2x2 p=3x3 o=112x112"
+k = [l.split() for l in open(sys.argv[2]) if l.startswith("kernel ") and " ".join(l.split()[4:]) == key][0]
+task = float([l.split()[1] for l in open(sys.argv[3]) if l.startswith("task ")][0])
+want = float(k[1]) + float(k[3]) + 2 * task
+got = plan["layers"][0]["compute"]
+print("conv1 %.9g s, h200.cal %.9g s" % (got, want))
+sys.exit(0 if plan["layers"][0]["name"] == "conv1" and abs(got - want) <= 1e-6 * want else 1)
+PY
+  ok "lassen-h200.txt: $(cat "$WORK/check")"
+else
+  fail "lassen-h200.txt: $(cat "$WORK/err" "$WORK/check" 2>/dev/null | head -3)"
+fi
 run 2 1 --model "$WIDE" $common --parallel conv1=c2,conv9=f2 >"$WORK/out" 2>"$WORK/err"
 rc=$?
 [ "$rc" -eq 2 ] && grep -q "no layer 'conv9'" "$WORK/err" && ok "starconv-train, unknown layer in --parallel: exit 2" ||
