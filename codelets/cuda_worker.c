@@ -57,6 +57,18 @@ int sc_cublas_check(cublasStatus_t e, const char *op)
     return -1;
 }
 
+/* w's cuDNN and cuBLAS handles, bound to w->stream: 0, or -1 with the
+ * library's error on stderr. */
+static int bind_handles(struct sc_cuda_worker *w)
+{
+    if (sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
+        sc_cudnn_check(cudnnSetStream(w->cudnn, w->stream), "cuDNN start-up") ||
+        sc_cublas_check(cublasCreate(&w->cublas), "cuBLAS start-up") ||
+        sc_cublas_check(cublasSetStream(w->cublas, w->stream), "cuBLAS start-up"))
+        return -1;
+    return 0;
+}
+
 static void init_worker(void *arg)
 {
     (void)arg;
@@ -64,11 +76,7 @@ static void init_worker(void *arg)
     struct sc_cuda_worker *w = &workers[id];
     memset(w, 0, sizeof *w);
     w->stream = starpu_cuda_get_local_stream();
-    if (sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
-        sc_cudnn_check(cudnnSetStream(w->cudnn, w->stream), "cuDNN start-up") ||
-        sc_cublas_check(cublasCreate(&w->cublas), "cuBLAS start-up") ||
-        sc_cublas_check(cublasSetStream(w->cublas, w->stream), "cuBLAS start-up") ||
-        sc_cuda_check(cudaMallocHost((void **)&w->pinned, sizeof *w->pinned), "CUDA start-up"))
+    if (bind_handles(w) || sc_cuda_check(cudaMallocHost((void **)&w->pinned, sizeof *w->pinned), "CUDA start-up"))
         return; /* not ready: its kernels report the failure */
     w->ready = 1;
 }
@@ -197,13 +205,8 @@ int sc_cuda_ctx_open(struct sc_cuda_ctx *c)
         return sc_error(SC_ERR_NOMEM, "out of memory for a CUDA context");
     c->cw = w;
     if (sc_cuda_check(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), "CUDA start-up") ||
-        sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
-        sc_cudnn_check(cudnnSetStream(w->cudnn, w->stream), "cuDNN start-up") ||
-        sc_cublas_check(cublasCreate(&w->cublas), "cuBLAS start-up") ||
-        sc_cublas_check(cublasSetStream(w->cublas, w->stream), "cuBLAS start-up") ||
-        !(c->kw = sc_kernel_worker_create()))
+        bind_handles(w) || !(c->kw = sc_kernel_worker_create()))
         return sc_error(SC_ERR_RUNTIME, "no CUDA context on this device (see the error above)");
-    w->ready = 1;
     c->stream = w->stream;
     c->cudnn = w->cudnn;
     c->cublas = w->cublas;

@@ -343,7 +343,13 @@ static int time_new(void *ctx, const struct sc_layer_work *w, const char *key)
     return err;
 }
 
-#ifdef SC_USE_CUDA
+#ifndef SC_USE_CUDA
+static int no_cuda(void)
+{
+    return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (configure --with-cuda; "
+                                "README, GPU)");
+}
+#else
 static int cuda_begin(struct compute *k)
 {
     int err = sc_cuda_ctx_open(&k->ctx);
@@ -375,8 +381,10 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
 {
     if (reps < 1)
         return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
-    if (device == SC_CALIBRATE_CUDA && !sc_calibrate_has_cuda())
-        return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (README, GPU)");
+#ifndef SC_USE_CUDA
+    if (device == SC_CALIBRATE_CUDA)
+        return no_cuda();
+#endif
     struct compute k = {.c = c, .reps = reps, .progress = progress};
     int err = sc_plan_kernels(net, o, count_new, &k);
     if (err || !k.total)
@@ -420,15 +428,6 @@ done:
     return err;
 }
 
-int sc_calibrate_has_cuda(void)
-{
-#ifdef SC_USE_CUDA
-    return 1;
-#else
-    return 0;
-#endif
-}
-
 int sc_calibrate_device_cuda(struct sc_calib *c)
 {
 #ifdef SC_USE_CUDA
@@ -470,7 +469,7 @@ int sc_calibrate_device_cuda(struct sc_calib *c)
     return err;
 #else
     (void)c;
-    return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (README, GPU)");
+    return no_cuda();
 #endif
 }
 

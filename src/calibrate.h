@@ -27,13 +27,11 @@ int sc_calibrate_machine_name(char *name, size_t len);
  * (a CUDA build): the CUDA versions (cuDNN, cuBLAS, own kernels) on the
  * current device, on a stream of their own, each call timed by CUDA
  * events, with the cuDNN workspace a CUDA worker gets
- * (SC_CUDNN_WORKSPACE_MB).  One line per 10 kernels on progress (NULL:
- * none).  Needs neither StarPU nor MPI. */
+ * (SC_CUDNN_WORKSPACE_MB); SC_ERR_ARG in a build without CUDA.  One line
+ * per 10 kernels on progress (NULL: none).  Needs neither StarPU nor MPI. */
 enum sc_calibrate_device { SC_CALIBRATE_CPU, SC_CALIBRATE_CUDA };
 int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
                          enum sc_calibrate_device device, FILE *progress);
-/* 1 when this starconv was built with CUDA (configure --with-cuda). */
-int sc_calibrate_has_cuda(void);
 /* The device in place of the machine (calibrate --device cuda): the
  * current CUDA device's name, cores 0, and stream, the bytes per second
  * (read plus written) of a device-to-device copy of 256 MiB.  SC_ERR_ARG

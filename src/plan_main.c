@@ -203,9 +203,6 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (!err && o->device == SC_CALIBRATE_CUDA && o->data)
         err = sc_error(SC_ERR_ARG, "--data with --device cuda: data loading runs on CPU workers; time it with "
                                    "--device cpu");
-    if (!err && o->device == SC_CALIBRATE_CUDA && !sc_calibrate_has_cuda())
-        err = sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (configure --with-cuda; "
-                                   "README, GPU)");
     if (!err && o->machine && o->calibrate)
         err = sc_error(SC_ERR_ARG, "calibrate measures this machine; --machine describes another");
     if (!err && !o->calibrate && !o->machine && !o->ranks)
