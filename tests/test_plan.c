@@ -389,12 +389,26 @@ static void test_busy(void)
           p && idle ? p->layer[3].redistribute - idle->layer[3].redistribute : -1);
     c->cores = 2;
     sc_plan_free(p);
-    c->p2p_beta = 1e-7; /* a wire: the workers do not move its messages */
+    /* Over a wire the rank's StarPU-MPI thread still moves the messages
+     * (Open MPI's TCP sends while it is in MPI): the same waits; with a
+     * core to spare for it, none. */
+    c->p2p_beta = 1e-7;
     p = plan(net, c, 2, 2, NULL, 0);
     sc_plan_free(idle);
     c->busy = -1;
     idle = plan(net, c, 2, 2, NULL, 0);
-    check(p && idle && near(p->layer[2].channels, idle->layer[2].channels), "busy, over a wire: no wait");
+    check(p && idle && near(p->layer[2].channels - idle->layer[2].channels, conv) &&
+              near(p->layer[1].redistribute - idle->layer[1].redistribute, conv),
+          "busy, over a wire: c2's collectives wait %.9g, f2 -> f2 %.9g",
+          p && idle ? p->layer[2].channels - idle->layer[2].channels : -1,
+          p && idle ? p->layer[1].redistribute - idle->layer[1].redistribute : -1);
+    sc_plan_free(p);
+    c->cores = 4;
+    c->busy = 2e-3;
+    p = plan(net, c, 2, 2, NULL, 0);
+    check(p && idle && near(p->layer[2].channels, idle->layer[2].channels) &&
+              near(p->layer[1].redistribute, idle->layer[1].redistribute),
+          "busy, over a wire, cores to spare: no wait");
     sc_plan_free(p);
     sc_plan_free(idle);
     sc_calib_free(c);
@@ -726,6 +740,77 @@ static void test_residual(void)
     sc_net_destroy(net);
 }
 
+/* The search against brute force on the timeline: 4 convolutions and an
+ * fc on 4 ranks over one wire, under 40 random calibrations (a fixed
+ * seed: message and collective costs over two to three decades), every
+ * assignment of n4, c4, f4, n2c2, n2f2, c2f2, h2w2 and n2h2 to the 4
+ * convolutions predicted (--parallel with one grid per layer) and the
+ * best kept.  The elimination is exact for the sum of each layer's and
+ * edge's cost with each gradient collective hidden behind the backward
+ * before it; the timeline queues the collectives on one channel, so the
+ * elimination alone missed the optimum in 6 of these 40 (by up to 5.8%).
+ * Improved on the timeline (refine in src/plan.c) it misses 1, by 2.3%:
+ * a local search, not an exact one. */
+static const char *m5_text = "[net]\nchannels=8\nheight=8\nwidth=8\nclasses=10\n"
+                             "[convolutional]\nfilters=32\nsize=3\npad=1\n"
+                             "[convolutional]\nfilters=64\nsize=3\npad=1\n"
+                             "[convolutional]\nfilters=64\nsize=3\npad=1\n"
+                             "[convolutional]\nfilters=64\nsize=3\npad=1\n"
+                             "[connected]\noutput=10\nactivation=linear\n[softmax]\n";
+
+static void test_search_against_brute_force(void)
+{
+    struct sc_net *net = model("m5.cfg", m5_text);
+    static const char *grids[] = {"n4", "c4", "f4", "n2c2", "n2f2", "c2f2", "h2w2", "n2h2"};
+    static const char *names[] = {"conv1", "conv2", "conv3", "conv4"};
+    int cases = 0, exact = 0, complete = 1;
+    double worst = 1;
+    srand(7);
+    for (int t = 0; net && t < 40; t++) {
+        double u[4];
+        for (int i = 0; i < 4; i++)
+            u[i] = rand() / (double)RAND_MAX;
+        double beta = 3e-10 * pow(30, u[0]), a1k = 1e-5 * pow(1000, u[1]), a1m = 1e-3 * pow(300, u[2]);
+        struct sc_calib *c = calib(1e-6 * pow(1000, u[3]), beta);
+        c->stream = 1e11; /* messages at 3 to 100 times memory's cost per byte: one wire */
+        fill(c, net, 4, 8, WORK);
+        a1m = a1m > a1k ? a1m : a1k;
+        sc_calib_add_allreduce(c, 2, 1000, a1k);
+        sc_calib_add_allreduce(c, 2, 1e6, a1m);
+        sc_calib_add_allreduce(c, 4, 1000, 1.5 * a1k);
+        sc_calib_add_allreduce(c, 4, 1e6, 1.5 * a1m);
+        double best = INFINITY;
+        int tried = 0;
+        for (int code = 0; code < 8 * 8 * 8 * 8; code++) {
+            char spec[256];
+            int len = 0;
+            for (int l = 0, k = code; l < 4; l++, k /= 8)
+                len += snprintf(spec + len, sizeof spec - len, "%s=%s,", names[l], grids[k % 8]);
+            snprintf(spec + len, sizeof spec - len, "fc1=n4,loss1=n4");
+            struct sc_plan_opts o = {4, 8, 1, 0, spec, NULL, 0};
+            struct sc_plan *p = NULL;
+            if (sc_plan_make(net, c, &o, &p))
+                continue; /* a grid this layer cannot take */
+            tried++;
+            best = p->time < best ? p->time : best;
+            sc_plan_free(p);
+        }
+        struct sc_plan *p = plan(net, c, 4, 8, NULL, 0);
+        complete &= p && tried == 8 * 8 * 8 * 8;
+        if (p && isfinite(best)) {
+            cases++;
+            exact += p->time <= best * (1 + 1e-9);
+            worst = p->time / best > worst ? p->time / best : worst;
+        }
+        sc_plan_free(p);
+        sc_calib_free(c);
+    }
+    check(complete && cases == 40 && exact >= 39 && worst <= 1.03,
+          "brute force: the plan is the best of the 4096 assignments in %d of %d calibrations, at worst %.4f times it",
+          exact, cases, worst);
+    sc_net_destroy(net);
+}
+
 /* A calibration without the model's kernels, or without communication
  * times for 2 ranks, is refused with what is missing. */
 static void test_missing(void)
@@ -768,6 +853,7 @@ int main(void)
     test_two_levels();
     test_search_follows_network();
     test_residual();
+    test_search_against_brute_force();
     test_missing();
     rmdir(dir);
     printf("%d passed, %d failed\n", passes, failures);
