@@ -976,10 +976,13 @@ static double timeline(const struct model *m, const struct graph *G, const int *
             wire += c->ar_time;
             continue;
         }
-        /* bucket, end: one collective per group size and bucket */
+        /* bucket, end: one collective per group size and bucket.  Where
+         * the group changes the runtime cuts a bucket under end too, and
+         * starts its collective as soon as its gradients are ready
+         * (src/net_step.c): during backward, as a bucket's. */
         if (group && group != c->group) {
             double a = sc_calib_allreduce(m->c, group, pending);
-            collective(m, &t, &chan, group, pending, a, pol == POL_BUCKET, c->task_b);
+            collective(m, &t, &chan, group, pending, a, v > 0, c->task_b);
             wire += a;
             pending = 0;
         }

@@ -1,6 +1,7 @@
 /* The planner: a performance model of one training iteration of a parsed
  * network on P ranks, from a calibration (src/calib.h), and the search for
- * the least predicted time over per-layer distributions (base/spgraph.h).
+ * the least predicted time over per-layer distributions (base/spgraph.h's
+ * elimination, then a local search on the iteration's timeline).
  *
  * Per layer and candidate grid the model counts (seconds per iteration):
  *  - compute: the calibrated kernels of forward and backward on the
