@@ -1089,17 +1089,22 @@ static double memory_of(const struct graph *G, const int *choice)
     return mem;
 }
 
+/* Where edge e's matrices hold the pair of candidates choice takes. */
+static size_t edge_at(const struct graph *G, const struct edge *e, const int *choice)
+{
+    return (size_t)choice[e->u] * G->node[e->v].ncand + choice[e->v];
+}
+
 /* The redistribution into each node under choice, forward and back; how
  * many of them send messages. */
-static int edges_of(const struct model *m, const struct graph *G, const int *choice, double *efwd, double *ebwd)
+static int edges_of(const struct graph *G, const int *choice, double *efwd, double *ebwd)
 {
-    (void)m;
     int rounds = 0;
     for (int v = 0; v < G->n; v++)
         efwd[v] = ebwd[v] = 0;
     for (int i = 0; i < G->nedges; i++) {
         const struct edge *e = &G->edge[i];
-        size_t k = (size_t)choice[e->u] * G->node[e->v].ncand + choice[e->v];
+        size_t k = edge_at(G, e, choice);
         efwd[e->v] += e->fwd[k];
         ebwd[e->v] += e->bwd[k];
         rounds += e->rounds[k];
@@ -1115,7 +1120,7 @@ static double predict(const struct model *m, const struct graph *G, const int *c
                       int *pol)
 {
     double efwd[G->n], ebwd[G->n], best = INFINITY;
-    int rounds = edges_of(m, G, choice, efwd, ebwd);
+    int rounds = edges_of(G, choice, efwd, ebwd);
     *pol = -1;
     for (int k = POL_END; k >= POL_LAYER; k--) {
         if (o->grad_comm && strcmp(o->grad_comm, policy_name[k]))
@@ -1137,7 +1142,7 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     if (!p->grid || !p->layer)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     double efwd[G->n], ebwd[G->n];
-    edges_of(m, G, choice, efwd, ebwd);
+    edges_of(G, choice, efwd, ebwd);
     for (int v = 0; v < G->n; v++) {
         const struct cand *c = &G->node[v].cand[choice[v]];
         struct sc_plan_cost *pc = &p->layer[G->node[v].layer];
@@ -1161,22 +1166,13 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     return 0;
 }
 
-/* The search's objective is additive (each allreduce less what it can
- * hide behind), the reported time a timeline (allreduces queued on one
- * channel, merged into buckets).  Where they disagree, the search's
- * choice could predict slower than a plain uniform grid.  So the best
- * plan that gives every layer one grid (each layer that cannot take it
- * sample parallel), within the memory limit, replaces the search's choice
- * unless that choice is faster by more than o->mix_margin. */
 /* Whether every edge under choice can be costed (a [shortcut] reads its
  * inputs as they are: edge_cost's infinity). */
 static int feasible(const struct graph *G, const int *choice)
 {
-    for (int i = 0; i < G->nedges; i++) {
-        const struct edge *e = &G->edge[i];
-        if (!isfinite(e->cost[(size_t)choice[e->u] * G->node[e->v].ncand + choice[e->v]]))
+    for (int i = 0; i < G->nedges; i++)
+        if (!isfinite(G->edge[i].cost[edge_at(G, &G->edge[i], choice)]))
             return 0;
-    }
     return 1;
 }
 
@@ -1188,9 +1184,10 @@ static int feasible(const struct graph *G, const int *choice)
  * that each hide alone but not together (measured: resnet50 on 4 ranks at
  * 1 Gbit/s, the sum's choice 3.87 s an iteration, the timeline's 3.40).
  * So the solution is improved on the timeline itself, from the
- * elimination's choice: one layer's grid at a time, and every layer from
- * one on set to the grid of that layer's candidate (the later layers'
- * same grid where they have it), until no move gains. */
+ * elimination's choice, by moves that set one layer's candidate, and
+ * also every later (or every earlier) layer's to the same grid where they
+ * have it, until no move gains.  Without the memory for its tables the
+ * elimination's choice stands. */
 static void refine(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
 {
     /* Every distinct grid among the candidates gets an id; at[w * ng + id]
@@ -1225,11 +1222,12 @@ static void refine(const struct model *m, const struct graph *G, const struct sc
         for (int v = 0, i = 0; v < G->n; i += G->node[v].ncand, v++)
             for (int k = 0; k < G->node[v].ncand; k++)
                 for (int move = 0; move < 3; move++) {
-                    /* 0: v alone; 1: v and every later layer; 2: v and
-                     * every earlier one */
+                    /* v alone, v and every later layer, v and every
+                     * earlier one */
+                    int lo = move == 1 ? v + 1 : 0, hi = move == 0 ? 0 : move == 1 ? G->n : v;
                     memcpy(trial, choice, sizeof trial);
                     trial[v] = k;
-                    for (int w = move == 1 ? v + 1 : 0; move && w < (move == 1 ? G->n : v); w++)
+                    for (int w = lo; w < hi; w++)
                         if (at[(size_t)w * ng + id[i + k]] >= 0)
                             trial[w] = at[(size_t)w * ng + id[i + k]];
                     if (!memcmp(trial, choice, sizeof trial) || !feasible(G, trial) ||
@@ -1250,6 +1248,13 @@ static void refine(const struct model *m, const struct graph *G, const struct sc
     free(id);
 }
 
+/* The search's objective is additive (each allreduce less what it can
+ * hide behind), the reported time a timeline (allreduces queued on one
+ * channel, merged into buckets).  Where they disagree, the search's
+ * choice could predict slower than a plain uniform grid.  So the best
+ * plan that gives every layer one grid (each layer that cannot take it
+ * sample parallel), within the memory limit, replaces the search's choice
+ * unless that choice is faster by more than o->mix_margin. */
 static void keep_best(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
 {
     struct sc_grid grids[512], whole;
@@ -1311,10 +1316,11 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         m.W = 1;
     if (c->cores > 0 && (double)m.P * m.W > c->cores)
         m.oversub = (double)m.P * m.W / c->cores, m.steal = 1;
+    int every_core = c->cores > 0 && m.P * m.W >= c->cores; /* has a worker */
     /* A cost per byte within ten times memory's is copying (shared
      * memory); a larger one, a wire that waits. */
-    m.copying = c->cores > 0 && m.P * m.W >= c->cores && c->p2p_beta > 0 && c->p2p_beta < 30 / c->stream;
-    m.busy = c->cores > 0 && m.P * m.W >= c->cores && c->busy > 0 ? c->busy : 0;
+    m.copying = every_core && c->p2p_beta > 0 && c->p2p_beta < 30 / c->stream;
+    m.busy = every_core && c->busy > 0 ? c->busy : 0;
     m.one_link = m.rpn == 0 && c->p2p_beta >= 30 / c->stream;
     struct graph G = {0};
     struct sc_plan *p = calloc(1, sizeof *p);
