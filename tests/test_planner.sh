@@ -54,10 +54,34 @@ else
   fail "--parallel auto: $(tail -1 "$WORK/log")"
 fi
 
+# bench/plan-validate end to end, briefly: three strategies and the
+# planner's choice over two rounds; each strategy measured in both, the
+# rounds correlated with each other (the measurement's reproducibility).
+if command -v python3 >/dev/null; then
+  if "$TOP_SRCDIR/bench/plan-validate" --model "$WIDE" --ranks 2 --batch 8 --data "$DATA" --strategies "n2:end c2 f2" \
+    --iters 4 --log-every 1 --rounds 2 --calibration "$CAL" --bin "$TOP_BUILDDIR" --out "$WORK/validate.json" \
+    >"$WORK/validate" 2>&1 &&
+    grep -q "^rounds against each other (measured vs measured): median" "$WORK/validate" &&
+    python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = [r for r in d["rows"] if r["strategy"] != "planner"]
+assert [r["strategy"] for r in rows] == ["n2:end", "c2", "f2"], rows
+assert all(len(r["runs"]) == 2 and r["measured"] > 0 for r in rows), rows
+assert len(d["round_spearman"]) == 1 and -1 <= d["round_spearman"][0] <= 1, d["round_spearman"]
+' "$WORK/validate.json"; then
+    ok "plan-validate: $(grep '^rounds against' "$WORK/validate")"
+  else
+    fail "plan-validate"
+    tail -5 "$WORK/validate"
+  fi
+fi
+
 # bench/plan-repredict: a saved result whose measured times are 1.1 times
 # what the model predicts for each strategy (n2 under both policies, h2,
 # c2, f2), in each of two rounds, ranks them as the model does, round by
-# round too, and reads back the ratio; every pair with different times is
+# round too, finds the two rounds in the same order, and reads back the
+# ratio; every pair with different times is
 # measured apart and in the predicted order.
 if command -v python3 >/dev/null; then
   rows=""
@@ -73,6 +97,7 @@ if command -v python3 >/dev/null; then
     grep -q "Spearman  1.00" "$WORK/repredict" && grep -q "1 of 1 with Spearman >= 0.8" "$WORK/repredict" &&
     grep -q "predicted 1.10-1.10, median 1.10" "$WORK/repredict" &&
     grep -q "Spearman round by round: 1.00 1.00" "$WORK/repredict" &&
+    grep -q "rounds against each other: 1.00, median 1.00" "$WORK/repredict" &&
     grep -Eq "do not overlap: ([1-9][0-9]*) of 10, \1 of them in the predicted order" "$WORK/repredict"; then
     ok "plan-repredict: $(tail -1 "$WORK/repredict")"
   else
