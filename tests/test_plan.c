@@ -267,6 +267,20 @@ static void test_redistribution_and_halo(void)
           rows && p ? rows->layer[1].compute - p->layer[1].compute : -1);
     sc_plan_free(rows);
     sc_plan_free(p);
+    /* The halo's pack task copies its pieces row by row as well: one row
+     * of x per sample and input channel (4 x 2), of dy per sample and
+     * output channel (4 x 4), 24 rows in all.  Behind busy workers (both
+     * cores have one; busy too short to wait for) the interior hides
+     * none of it. */
+    c->cores = 2;
+    c->busy = 1e-20;
+    struct sc_plan *packed = plan(net, c, 2, 4, NULL, 0);
+    c->rowcopy = 0;
+    p = plan(net, c, 2, 4, NULL, 0);
+    check(p && packed && near(packed->layer[0].halo - p->layer[0].halo, 24e-6),
+          "halo packs: conv0 %.9g later (24 rows)", p && packed ? packed->layer[0].halo - p->layer[0].halo : -1);
+    sc_plan_free(packed);
+    sc_plan_free(p);
     sc_calib_free(c);
     sc_net_destroy(net);
 }
