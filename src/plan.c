@@ -520,6 +520,18 @@ static double share_params(const struct sc_layer *l, const struct sc_grid *g)
     return (double)l->tensors[0].count / (gc * gf) + (double)l->tensors[1].count / gf;
 }
 
+/* A halo's rows above, beside and below own (rl), and its columns left,
+ * beside and right (cl). */
+static void halo_spans(struct sc_box need, struct sc_box own, int rl[3], int cl[3])
+{
+    rl[0] = overlap(need.r0, need.r1 - need.r0, need.r0, own.r0 - need.r0);
+    rl[1] = overlap(need.r0, need.r1 - need.r0, own.r0, own.r1 - own.r0);
+    rl[2] = overlap(need.r0, need.r1 - need.r0, own.r1, need.r1 - own.r1);
+    cl[0] = overlap(need.c0, need.c1 - need.c0, need.c0, own.c0 - need.c0);
+    cl[1] = overlap(need.c0, need.c1 - need.c0, own.c0, own.c1 - own.c0);
+    cl[2] = overlap(need.c0, need.c1 - need.c0, own.c1, need.c1 - own.c1);
+}
+
 /* Two levels: the messages of a halo of rank r under g (need around its
  * block own, per_cell bytes per row x column) on each link.  Each piece
  * comes from the neighbour holding it (sc_grid_neighbor along H, W, and
@@ -530,14 +542,8 @@ static double share_params(const struct sc_layer *l, const struct sc_grid *g)
 static double halo_levels(const struct model *m, const struct sc_grid *g, int r, struct sc_box need, struct sc_box own,
                           double per_cell)
 {
-    /* The halo's rows above, beside and below own, and its columns left,
-     * beside and right. */
-    int rl[3] = {overlap(need.r0, need.r1 - need.r0, need.r0, own.r0 - need.r0),
-                 overlap(need.r0, need.r1 - need.r0, own.r0, own.r1 - own.r0),
-                 overlap(need.r0, need.r1 - need.r0, own.r1, need.r1 - own.r1)};
-    int cl[3] = {overlap(need.c0, need.c1 - need.c0, need.c0, own.c0 - need.c0),
-                 overlap(need.c0, need.c1 - need.c0, own.c0, own.c1 - own.c0),
-                 overlap(need.c0, need.c1 - need.c0, own.c1, need.c1 - own.c1)};
+    int rl[3], cl[3];
+    halo_spans(need, own, rl, cl);
     int side[4] = {(need.r0 < own.r0), (need.r1 > own.r1), (need.c0 < own.c0), (need.c1 > own.c1)};
     int corners = side[0] && side[1] && side[2] && side[3], in_msgs = 0, out_msgs = 0;
     double in_bytes = 0, out_bytes = 0;
@@ -571,12 +577,8 @@ static double halo_levels(const struct model *m, const struct sc_grid *g, int r,
  * ranks: its halos' packs took 2.1 ms an iteration against h2's 0.7. */
 static double halo_rows(struct sc_box need, struct sc_box own)
 {
-    int rl[3] = {overlap(need.r0, need.r1 - need.r0, need.r0, own.r0 - need.r0),
-                 overlap(need.r0, need.r1 - need.r0, own.r0, own.r1 - own.r0),
-                 overlap(need.r0, need.r1 - need.r0, own.r1, need.r1 - own.r1)};
-    int cl[3] = {overlap(need.c0, need.c1 - need.c0, need.c0, own.c0 - need.c0),
-                 overlap(need.c0, need.c1 - need.c0, own.c0, own.c1 - own.c0),
-                 overlap(need.c0, need.c1 - need.c0, own.c1, need.c1 - own.c1)};
+    int rl[3], cl[3];
+    halo_spans(need, own, rl, cl);
     double rows = 0;
     for (int i = 0; i < 3; i++)
         for (int j = 0; j < 3; j++)
