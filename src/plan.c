@@ -615,6 +615,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         return;
     struct sc_layout in = layout_in(l, g, m->B), out = layout_out(l, g, m->B);
     int reps[MAXREPS], nrep = representatives(g, m->rpn, reps);
+    double row = m->c->rowcopy > 0 ? m->c->rowcopy * m->oversub : 0; /* a pack's row, on a shared core */
     for (int i = 0; i < nrep; i++) {
         int r = reps[i];
         struct sc_box ib = sc_layout_box(&in, r), ob = sc_layout_box(&out, r);
@@ -640,7 +641,6 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         double bx = 4.0 * b->nr * b->cin * ax, bdy = 4.0 * b->nr * b->cout * ady;
         double cx = m->rpn > 0 ? halo_levels(m, g, r, need, ib, 4.0 * b->nr * b->cin) : p2p(m, nx, bx);
         double cdy = m->rpn > 0 ? halo_levels(m, g, r, need_dy, ob, 4.0 * b->nr * b->cout) : p2p(m, ndy, bdy);
-        double row = m->c->rowcopy > 0 ? m->c->rowcopy * m->oversub : 0;
         double px = (double)b->nr * b->cin * halo_rows(need, ib) * row;
         double pdy = (double)b->nr * b->cout * halo_rows(need_dy, ob) * row;
         double tf = cx + nx * m->c->task + 2 * bx / m->c->stream + px - inner * fwd;

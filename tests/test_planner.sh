@@ -85,8 +85,8 @@ fi
 # what the model predicts for each strategy (n2 under both policies, h2,
 # c2, f2), in each of two rounds, ranks them as the model does, round by
 # round too, finds the two rounds in the same order, and reads back the
-# ratio; every pair with different times is
-# measured apart and in the predicted order.
+# ratio; every pair with different times is measured apart and in the
+# predicted order.
 if command -v python3 >/dev/null; then
   rows=""
   for s in n2:layer n2:end h2:end c2:end f2:end; do
