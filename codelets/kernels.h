@@ -32,6 +32,9 @@ struct sc_pool_args {
 };
 /* Bytes of the max-pooling workspace for these args (0 for average). */
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
+/* The oneDNN implementation pooling runs with, as oneDNN names it (e.g.
+ * "jit:avx2"), into buf; 0, or -1 when there is none. */
+int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n);
 
 /* ---- fully connected ---- */
 struct sc_fc_args {
