@@ -3,9 +3,11 @@
 # (AVX2, no AVX-512), calibrated here from nothing: each shared-memory run
 # calibrates (plan-validate does when --calibration is absent), and its
 # 1 Gbit/s twin starts from a copy of that calibration with the network
-# measured again inside slow-net (--recalibrate); otherwise as 26g
+# measured again inside slow-net (--recalibrate); otherwise as 26g.
+# Arguments: the configurations to run (e.g. r50-4), all without.
 cd "$(dirname "$0")/../../.."  # the tree
 D=bench/results/plan-validate-2026-11-27
+ONLY="$*"
 export STARPU_SILENT=1
 one() { # name net iters rounds model ranks batch log data...
   local name=$1 net=$2 i=$3 r=$4 m=$5 p=$6 b=$7 l=$8; shift 8
@@ -18,6 +20,7 @@ one() { # name net iters rounds model ranks batch log data...
 }
 run() { # base model ranks batch iters log data...
   local n=$1 m=$2 p=$3 b=$4 i=$5 l=$6; shift 6
+  [ -z "$ONLY" ] || [[ " $ONLY " == *" $n "* ]] || return 0
   if [ $p = 4 ]; then one $n shm $((2 * i)) 5 $m $p $b $l "$@"; else one $n shm $i 3 $m $p $b $l "$@"; fi
   one $n-1g 1g $i 3 $m $p $b $l "$@"
 }
