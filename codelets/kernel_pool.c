@@ -28,12 +28,17 @@ static dnnl_alg_kind_t pool_alg(const struct sc_pool_args *a)
 static const dnnl_format_tag_t pool_tags[] = {dnnl_nchw, dnnl_nChw16c, dnnl_nChw8c};
 #define POOL_NTAGS ((int)(sizeof pool_tags / sizeof pool_tags[0]))
 
-static int pool_is_reference(const_dnnl_primitive_desc_t pd)
+/* oneDNN's name for pd's implementation (e.g. "jit:avx2"), NULL unknown. */
+static const char *pool_impl_name(const_dnnl_primitive_desc_t pd)
 {
     const char *impl = NULL;
-    if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
-        return 1;
-    return !strncmp(impl, "ref", 3) || !strncmp(impl, "simple", 6);
+    return dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success ? impl : NULL;
+}
+
+static int pool_is_reference(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = pool_impl_name(pd);
+    return !impl || !strncmp(impl, "ref", 3) || !strncmp(impl, "simple", 6);
 }
 
 /* The forward primitive descriptor in layout pool_tags[t]. */
@@ -56,19 +61,21 @@ static dnnl_primitive_desc_t pool_fwd_pd_in(const struct sc_pool_args *a, int t)
 
 /* Shared by the kernel and sc_pool_workspace_bytes, so that both agree on
  * the workspace layout: the first layout of pool_tags with a jit kernel,
- * else NCHW; its index goes to *tag. */
+ * else NCHW; its index goes to *tag unless tag is NULL. */
 static dnnl_primitive_desc_t pool_fwd_pd(const struct sc_pool_args *a, int *tag)
 {
     for (int t = 0; t < POOL_NTAGS; t++) {
         dnnl_primitive_desc_t pd = pool_fwd_pd_in(a, t);
         if (pd && !pool_is_reference(pd)) {
-            *tag = t;
+            if (tag)
+                *tag = t;
             return pd;
         }
         if (pd)
             dnnl_primitive_desc_destroy(pd);
     }
-    *tag = 0;
+    if (tag)
+        *tag = 0;
     return pool_fwd_pd_in(a, 0);
 }
 
@@ -76,8 +83,7 @@ size_t sc_pool_workspace_bytes(const struct sc_pool_args *a)
 {
     if (!a->max)
         return 0;
-    int tag;
-    dnnl_primitive_desc_t pd = pool_fwd_pd(a, &tag);
+    dnnl_primitive_desc_t pd = pool_fwd_pd(a, NULL);
     if (!pd)
         return 0;
     size_t bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0));
@@ -87,10 +93,9 @@ size_t sc_pool_workspace_bytes(const struct sc_pool_args *a)
 
 int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n)
 {
-    int tag;
-    const char *impl = NULL;
-    dnnl_primitive_desc_t pd = pool_fwd_pd(a, &tag);
-    int ok = pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl;
+    dnnl_primitive_desc_t pd = pool_fwd_pd(a, NULL);
+    const char *impl = pd ? pool_impl_name(pd) : NULL;
+    int ok = impl != NULL;
     if (ok)
         snprintf(buf, n, "%s", impl);
     if (pd)
@@ -152,8 +157,7 @@ fail:
 static void *pool_fwd_create(const void *key)
 {
     const struct sc_pool_args *a = key;
-    int tag;
-    return pool_prim_make(pool_fwd_pd(a, &tag), a, 0, dnnl_query_src_md, dnnl_query_dst_md);
+    return pool_prim_make(pool_fwd_pd(a, NULL), a, 0, dnnl_query_src_md, dnnl_query_dst_md);
 }
 
 static void *pool_bwd_create(const void *key)
