@@ -153,11 +153,16 @@ static inline __attribute__((always_inline)) void field_row_k(const struct table
         cs[k] = rc + tb->nr + j0;
         cc[k] = cs[k] + tb->nc;
     }
-    for (int q = 0; q < count; q++) {
-        float v = 0.0f;
-        for (int k = 0; k < K; k++)
-            v += a[k] * cc[k][q] + b[k] * cs[k][q];
-        out[q] = v;
+    /* wave by wave over the row: each value's sum in the same order as
+     * one value at a time, but the columns in SIMD lanes */
+    for (int q = 0; q < count; q++)
+        out[q] = 0.0f;
+    for (int k = 0; k < K; k++) {
+        const float *restrict ck = cc[k], *restrict sk = cs[k];
+        float ak = a[k], bk = b[k];
+#pragma omp simd
+        for (int q = 0; q < count; q++)
+            out[q] += ak * ck[q] + bk * sk[q];
     }
 }
 
@@ -233,6 +238,24 @@ static void mesh_waves(const struct sc_synth_args *a, int32_t idx, int field, st
         wv[k].amp *= (k < MESH_K / 2 ? 0.6 : 0.4) / sum[k < MESH_K / 2];
 }
 
+/* The MESH labels of table row i (block row i - MARGIN), table columns
+ * MARGIN .. MARGIN+bw-1, from the tables of fields 0-3 and 4 bw floats of
+ * rows: label(r,c) = [f0(r-2,c) + f1(r+2,c) - f2(r,c-2) - f3(r,c+2) > 0]. */
+static void mesh_label_row(const struct tables *tb, int i, int bw, float *rows, int32_t *lab)
+{
+    float *f0 = rows, *f1 = f0 + bw, *f2 = f1 + bw, *f3 = f2 + bw;
+    field_row(tb, 0, i - 2, MARGIN, bw, f0);
+    field_row(tb, 1, i + 2, MARGIN, bw, f1);
+    field_row(tb, 2, i, MARGIN - 2, bw, f2);
+    field_row(tb, 3, i, MARGIN + 2, bw, f3);
+    for (int c = 0; c < bw; c++) {
+        float s = f0[c] + f1[c];
+        s -= f2[c];
+        s -= f3[c];
+        lab[c] = s > 0.0f;
+    }
+}
+
 static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
                         const struct tables *tb, float *rows)
 {
@@ -245,22 +268,8 @@ static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, in
     for (int ch = 0; ch < a->c; ch++)
         for (int r = 0; r < bh; r++)
             field_row(tb, ch, r + MARGIN, MARGIN, bw, x + ((size_t)ch * bh + r) * bw);
-    /* label(r,c) = [f0(r-2,c) + f1(r+2,c) - f2(r,c-2) - f3(r,c+2) > 0] */
-    float *f0 = rows, *f1 = f0 + bw, *f2 = f1 + bw, *f3 = f2 + bw;
-    for (int r = 0; r < bh; r++) {
-        int i = r + MARGIN;
-        field_row(tb, 0, i - 2, MARGIN, bw, f0);
-        field_row(tb, 1, i + 2, MARGIN, bw, f1);
-        field_row(tb, 2, i, MARGIN - 2, bw, f2);
-        field_row(tb, 3, i, MARGIN + 2, bw, f3);
-        int32_t *lab = labels + (size_t)r * bw;
-        for (int c = 0; c < bw; c++) {
-            float s = f0[c] + f1[c];
-            s -= f2[c];
-            s -= f3[c];
-            lab[c] = s > 0.0f;
-        }
-    }
+    for (int r = 0; r < bh; r++)
+        mesh_label_row(tb, r + MARGIN, bw, rows, labels + (size_t)r * bw);
 }
 
 /* One sample's block, with a workspace of ws_floats() floats. */
@@ -403,21 +412,45 @@ struct synth_labels_args {
  * the majority of the labels at kr x kc points spread over the cell (the
  * label itself when the cell is one pixel), a smooth enough target for a
  * model whose output is 1/64 of its input.  The points of one output row
- * lie on kr input rows, each generated in one call. */
-static void mesh_cell_labels(const struct synth_labels_args *ta, int32_t idx, int32_t *labels, int *ones,
-                             float *x, int32_t *row)
+ * lie on kr input rows.  The tables of the four label fields are made once
+ * for the block of cells (a value does not depend on the block: the
+ * labels are those of mesh_sample), then only those rows are evaluated. */
+struct cell_labels {
+    struct sc_synth_args blk; /* the input block under the loss tile's cells, fields 0-3 */
+    struct tables tb;
+    size_t floats; /* workspace: the tables, then 4 rows */
+};
+
+static struct cell_labels cell_labels_shape(const struct synth_labels_args *ta)
+{
+    int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
+    struct cell_labels cl = {.blk = ta->a};
+    cl.blk.n = 1, cl.blk.c = LABEL_FIELDS;
+    cl.blk.r0 = ta->box.r0 * fr, cl.blk.r1 = ta->box.r1 * fr;
+    cl.blk.c0 = ta->box.c0 * fc, cl.blk.c1 = ta->box.c1 * fc;
+    cl.floats = ws_floats(&cl.blk, &cl.tb);
+    return cl;
+}
+
+static void mesh_cell_labels(const struct synth_labels_args *ta, struct cell_labels *cl, int32_t idx, int32_t *labels,
+                             int *ones, float *ws, int32_t *row)
 {
     int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
     int kr = fr < 8 ? fr : 8, kc = fc < 8 ? fc : 8;
-    int bw = ta->box.c1 - ta->box.c0;
-    struct sc_synth_args one = ta->a;
-    one.n = 1, one.c0 = ta->box.c0 * fc, one.c1 = ta->box.c1 * fc;
+    int bw = ta->box.c1 - ta->box.c0, width = cl->blk.c1 - cl->blk.c0;
+    cl->tb.t = ws;
+    for (int f = 0; f < LABEL_FIELDS; f++) {
+        struct wave wv[MESH_K];
+        mesh_waves(&cl->blk, idx, f, wv);
+        fill_tables(&cl->blk, &cl->tb, f, wv);
+    }
+    float *rows = ws + (size_t)LABEL_FIELDS * field_floats(&cl->tb);
     for (int r = ta->box.r0; r < ta->box.r1; r++) {
         for (int c = 0; c < bw; c++)
             ones[c] = 0;
         for (int u = 0; u < kr; u++) {
-            one.r0 = r * fr + (2 * u + 1) * fr / (2 * kr), one.r1 = one.r0 + 1;
-            sc_synth_sample(&one, idx, x, row);
+            int ir = r * fr + (2 * u + 1) * fr / (2 * kr);
+            mesh_label_row(&cl->tb, ir - cl->blk.r0 + MARGIN, width, rows, row);
             for (int c = 0; c < bw; c++)
                 for (int v = 0; v < kc; v++)
                     ones[c] += row[c * fc + (2 * v + 1) * fc / (2 * kc)];
@@ -431,28 +464,27 @@ void sc_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_bo
                      int32_t *labels)
 {
     struct synth_labels_args ta = {.a = *a, .oh = oh, .ow = ow, .box = box};
-    int bw = box.c1 - box.c0, fc = a->w / ow;
-    size_t per = a->kind == SC_SYNTH_MESH ? (size_t)sc_box_area(box) : 1;
-    size_t width = a->kind == SC_SYNTH_MESH ? (size_t)bw * fc : 1;
-    float *x = malloc(width * a->c * sizeof(float));
+    int mesh = a->kind == SC_SYNTH_MESH;
+    size_t per = mesh ? (size_t)sc_box_area(box) : 1;
+    struct cell_labels cl = mesh ? cell_labels_shape(&ta) : (struct cell_labels){0};
+    size_t width = mesh ? (size_t)(cl.blk.c1 - cl.blk.c0) : 1;
+    float *ws = malloc((mesh ? cl.floats : 1) * sizeof(float));
     int32_t *row = malloc(width * sizeof(int32_t));
-    int *ones = malloc((size_t)bw * sizeof(int));
-    struct sc_synth_args one = *a;
-    one.n = 1, one.r0 = 0, one.r1 = 1, one.c0 = 0, one.c1 = 1;
+    int *ones = malloc((size_t)(box.c1 - box.c0) * sizeof(int));
     for (int s = 0; s < a->n; s++) {
         int32_t *lab = labels + s * per;
-        if (idx[s] < 0 || !x || !row || !ones) {
+        if (idx[s] < 0 || !ws || !row || !ones) {
             for (size_t i = 0; i < per; i++)
                 lab[i] = -1;
-        } else if (a->kind == SC_SYNTH_MESH) {
-            mesh_cell_labels(&ta, idx[s], lab, ones, x, row);
+        } else if (mesh) {
+            mesh_cell_labels(&ta, &cl, idx[s], lab, ones, ws, row);
         } else {
-            sc_synth_sample(&one, idx[s], x, lab);
+            lab[0] = image_label(a, idx[s]); /* as image_sample */
         }
     }
-    if (!x || !row || !ones)
+    if (!ws || !row || !ones)
         fprintf(stderr, "starconv: synth_labels: out of memory\n");
-    free(x);
+    free(ws);
     free(row);
     free(ones);
 }

@@ -693,6 +693,17 @@ static void test_labels(void)
     check(ones > 0 && ones < OH * OW, "synth_labels: both classes appear");
     free(lw);
     free(lp);
+    /* image data: one label per sample, the one synth_sample gives it */
+    struct sc_synth_args ai = mk_args(SC_SYNTH_IMAGE, 5, 3, 32, 32, 10);
+    int32_t ii[4] = {0, 7, 123456, -1}, li[4], want[3];
+    float *xi = xmalloc(3 * 32 * 32 * sizeof(float));
+    for (int s = 0; s < 3; s++)
+        sc_synth_sample(&ai, ii[s], xi, &want[s]);
+    ai.n = 4;
+    sc_synth_labels(&ai, 1, 1, (struct sc_box){0, 1, 0, 1}, ii, li);
+    check(li[0] == want[0] && li[1] == want[1] && li[2] == want[2] && li[3] == -1,
+          "synth_labels: image labels are synth_sample's (%d %d %d), padding -1 (%d)", li[0], li[1], li[2], li[3]);
+    free(xi);
 }
 
 int main(void)
