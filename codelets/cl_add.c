@@ -17,14 +17,18 @@ static void cl_add_cpu_func(void *buffers[], void *cl_arg)
     const float *restrict x0 = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
     const float *restrict x1 = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
     float *restrict y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    if (a.relu)
+    /* SIMD lanes: a branch per element would mispredict on random signs */
+    if (a.relu) {
+#pragma omp simd
         for (int i = 0; i < a.n; i++) {
             float v = x0[i] + x1[i];
             y[i] = v > 0.0f ? v : 0.0f;
         }
-    else
+    } else {
+#pragma omp simd
         for (int i = 0; i < a.n; i++)
             y[i] = x0[i] + x1[i];
+    }
 }
 
 #ifdef SC_USE_CUDA

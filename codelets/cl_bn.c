@@ -111,14 +111,18 @@ int sc_insert_bn_stats(const struct sc_task_opts *opts, const struct sc_bn_args 
 static void bn_apply(const float *restrict x, float *restrict y, size_t hw, float mean, float s, float beta,
                      int relu)
 {
-    if (relu)
+    /* SIMD lanes: a branch per element would mispredict on random signs */
+    if (relu) {
+#pragma omp simd
         for (size_t p = 0; p < hw; p++) {
             float v = (x[p] - mean) * s + beta;
             y[p] = v > 0.0f ? v : 0.0f;
         }
-    else
+    } else {
+#pragma omp simd
         for (size_t p = 0; p < hw; p++)
             y[p] = (x[p] - mean) * s + beta;
+    }
 }
 
 /* ---- training forward ---- */
@@ -459,6 +463,7 @@ static void cl_bn_bwd_data_cpu_func(void *buffers[], void *cl_arg)
             size_t off = ((size_t)i * a.c + ch) * a.hw;
             const float *restrict xp = x + off, *restrict dp = dy + off;
             float *restrict o = dx + off;
+#pragma omp simd
             for (int p = 0; p < a.hw; p++)
                 o[p] = ky * dp[p] + kx * (xp[p] - mean) + k0;
         }
