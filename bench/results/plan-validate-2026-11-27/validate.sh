@@ -5,8 +5,9 @@
 # 1 Gbit/s twin starts from a copy of that calibration with the network
 # measured again inside slow-net (--recalibrate); otherwise as 26g.
 # Arguments: the configurations to run (e.g. r50-4), all without.
+# RESULTS=DIR: write to DIR instead of here (run 28's validate.sh).
 cd "$(dirname "$0")/../../.."  # the tree
-D=bench/results/plan-validate-2026-11-27
+D=${RESULTS:-bench/results/plan-validate-2026-11-27}
 ONLY="$*"
 export STARPU_SILENT=1
 one() { # name net iters rounds model ranks batch log data...
