@@ -128,11 +128,8 @@ static void assemble(void (*copy)(const struct box_copy *), int sum, const struc
                 }
     }
     size_t all = (size_t)a->dst_n * a->c * plane;
-    if (sum && a->relu) {
-#pragma omp simd /* a branch per element would mispredict on random signs */
-        for (size_t i = 0; i < all; i++)
-            dst[i] = dst[i] > 0.0f ? dst[i] : 0.0f;
-    }
+    if (sum && a->relu)
+        sc_relu_inplace(dst, all);
 }
 
 /* Write part (within both boxes) of buf (n samples from s0, c channels,

@@ -7,18 +7,12 @@
 #include <starpu_cuda.h>
 #endif
 
-/* Fixed-length blocks over restrict pointers vectorize at -O2; the signs
- * are random, so a per-element branch would mispredict half the time. */
+/* In SIMD lanes, as sc_relu_inplace: the signs are random, so a branch
+ * per element would mispredict half the time. */
 static void relu_bwd(float *restrict dy, const float *restrict y, int n)
 {
-    int i = 0;
-    for (; i + 16 <= n; i += 16) {
-        float *d = dy + i;
-        const float *s = y + i;
-        for (int j = 0; j < 16; j++)
-            d[j] = s[j] > 0.0f ? d[j] : 0.0f;
-    }
-    for (; i < n; i++)
+#pragma omp simd
+    for (int i = 0; i < n; i++)
         dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
 }
 

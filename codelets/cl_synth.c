@@ -419,12 +419,14 @@ struct cell_labels {
     struct sc_synth_args blk; /* the input block under the loss tile's cells, fields 0-3 */
     struct tables tb;
     size_t floats; /* workspace: the tables, then 4 rows */
+    int fr, fc;    /* a cell's input rows and columns */
+    int kr, kc;    /* its points' rows and columns */
 };
 
 static struct cell_labels cell_labels_shape(const struct synth_labels_args *ta)
 {
     int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
-    struct cell_labels cl = {.blk = ta->a};
+    struct cell_labels cl = {.blk = ta->a, .fr = fr, .fc = fc, .kr = fr < 8 ? fr : 8, .kc = fc < 8 ? fc : 8};
     cl.blk.n = 1, cl.blk.c = LABEL_FIELDS;
     cl.blk.r0 = ta->box.r0 * fr, cl.blk.r1 = ta->box.r1 * fr;
     cl.blk.c0 = ta->box.c0 * fc, cl.blk.c1 = ta->box.c1 * fc;
@@ -435,8 +437,7 @@ static struct cell_labels cell_labels_shape(const struct synth_labels_args *ta)
 static void mesh_cell_labels(const struct synth_labels_args *ta, struct cell_labels *cl, int32_t idx, int32_t *labels,
                              int *ones, float *ws, int32_t *row)
 {
-    int fr = ta->a.h / ta->oh, fc = ta->a.w / ta->ow;
-    int kr = fr < 8 ? fr : 8, kc = fc < 8 ? fc : 8;
+    int fr = cl->fr, fc = cl->fc, kr = cl->kr, kc = cl->kc;
     int bw = ta->box.c1 - ta->box.c0, width = cl->blk.c1 - cl->blk.c0;
     cl->tb.t = ws;
     for (int f = 0; f < LABEL_FIELDS; f++) {

@@ -16,9 +16,7 @@ void sc_fc_compute(int which, const struct sc_fc_args *a, const float *in0, cons
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n, a->out, a->in, 1.0f, in0, a->in, in1, a->in, 1.0f,
                     out, a->out);
         if (a->relu)
-#pragma omp simd /* no branch per element */
-            for (size_t i = 0; i < (size_t)a->n * a->out; i++)
-                out[i] = out[i] > 0.0f ? out[i] : 0.0f;
+            sc_relu_inplace(out, (size_t)a->n * a->out);
         break;
     }
     case 1: /* dx = dy W: in0 dy, in1 params, out dx */

@@ -74,6 +74,15 @@ void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key,
  * sc_kernels_shutdown once every worker's state is destroyed. */
 void sc_kernels_shutdown(void);
 
+/* y = max(y, 0) in place, in SIMD lanes: a branch per element would
+ * mispredict on random signs. */
+static inline void sc_relu_inplace(float *restrict y, size_t n)
+{
+#pragma omp simd
+    for (size_t i = 0; i < n; i++)
+        y[i] = y[i] > 0.0f ? y[i] : 0.0f;
+}
+
 /* ---- the kernels ----
  * Convolution, which: 0 forward (in0 x, in1 weights, out y, bias b), 1
  * backward data (dy, weights -> dx), 2 backward weights (x, dy -> dw; bias
