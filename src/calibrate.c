@@ -149,11 +149,21 @@ int sc_calibrate_machine(struct sc_calib *c)
  * and their gradients. */
 enum { B_X, B_Y, B_W, B_DX, B_DW, NBUF };
 
+/* A kernel to time: its work, its calibration key, and its times, pass
+ * p's of op i at t[3 * p + i]. */
+struct pending {
+    struct sc_layer_work w;
+    char key[SC_CALIB_KEY_LEN];
+    double *t;
+};
+
 struct compute {
     struct sc_calib *c;
     struct sc_kernel_worker *kw;
-    int reps, total, done;
+    int reps;
     FILE *progress;
+    struct pending *list; /* the kernels c does not hold yet, each once */
+    int n, listcap;
     double *t; /* reps times */
     float *buf[NBUF];
     size_t cap[NBUF]; /* floats */
@@ -271,31 +281,35 @@ static void run(struct compute *k, const struct sc_layer_work *w, int op)
 }
 
 #ifdef SC_USE_CUDA
-/* As time_op, each call between two events on the stream: the GPU's time,
+/* As time_op, the call between two events on the stream: the GPU's time,
  * launches included where the GPU waits for them (small kernels); a
  * failed call gets a line on stderr from the kernel and a time of -1. */
 static double time_op_cuda(struct compute *k, const struct sc_layer_work *w, int op)
 {
     cudaStream_t s = k->ctx.stream;
+    float ms = 0;
     run(k, w, op);
     if (sc_cuda_check(cudaStreamSynchronize(s), "calibrate"))
         return -1;
-    for (int r = 0; r < k->reps; r++) {
-        float ms = 0;
-        cudaEventRecord(k->ev[0], s);
-        run(k, w, op);
-        cudaEventRecord(k->ev[1], s);
-        if (sc_cuda_check(cudaEventSynchronize(k->ev[1]), "calibrate") ||
-            sc_cuda_check(cudaEventElapsedTime(&ms, k->ev[0], k->ev[1]), "calibrate"))
-            return -1;
-        k->t[r] = ms * 1e-3;
-    }
-    return median(k->t, k->reps);
+    cudaEventRecord(k->ev[0], s);
+    run(k, w, op);
+    cudaEventRecord(k->ev[1], s);
+    if (sc_cuda_check(cudaEventSynchronize(k->ev[1]), "calibrate") ||
+        sc_cuda_check(cudaEventElapsedTime(&ms, k->ev[0], k->ev[1]), "calibrate"))
+        return -1;
+    return ms * 1e-3;
 }
 #endif
 
-/* The median of reps calls, after one that builds the kernel's primitives
- * and brings its data into the caches, as in training's steady state. */
+/* A kernel faster than this is timed over as many calls in a row as take
+ * about as long (at most SHORT_CALLS): one call of a few microseconds is
+ * mostly the clock's and the scheduler's noise. */
+#define SHORT_S     1e-3
+#define SHORT_CALLS 32
+
+/* One call, after one that builds the kernel's primitives (the first
+ * time) and brings its data into the caches, as in training's steady
+ * state; a short kernel, the mean of several. */
 static double time_op(struct compute *k, const struct sc_layer_work *w, int op)
 {
 #ifdef SC_USE_CUDA
@@ -303,42 +317,79 @@ static double time_op(struct compute *k, const struct sc_layer_work *w, int op)
         return time_op_cuda(k, w, op);
 #endif
     run(k, w, op);
-    for (int r = 0; r < k->reps; r++) {
-        double t0 = now();
+    double t0 = now();
+    run(k, w, op);
+    double t = now() - t0;
+    if (t >= SHORT_S)
+        return t;
+    int calls = t * SHORT_CALLS > SHORT_S ? (int)(SHORT_S / t) : SHORT_CALLS;
+    t0 = now();
+    for (int i = 0; i < calls; i++)
         run(k, w, op);
-        k->t[r] = now() - t0;
-    }
-    return median(k->t, k->reps);
+    return (now() - t0) / calls;
 }
 
 static int is_new(const struct compute *k, const struct sc_layer_work *w, const char *key)
 {
-    return w->kind != SC_WORK_STREAM && key[0] && !sc_calib_find(k->c, key);
+    if (w->kind == SC_WORK_STREAM || !key[0] || sc_calib_find(k->c, key))
+        return 0;
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(k->list[i].key, key))
+            return 0;
+    return 1;
 }
 
-static int count_new(void *ctx, const struct sc_layer_work *w, const char *key)
-{
-    struct compute *k = ctx;
-    k->total += is_new(k, w, key);
-    return 0;
-}
-
-static int time_new(void *ctx, const struct sc_layer_work *w, const char *key)
+static int add_pending(void *ctx, const struct sc_layer_work *w, const char *key)
 {
     struct compute *k = ctx;
     if (!is_new(k, w, key))
         return 0;
-    double t[3] = {0, 0, 0};
-    int nops, err = prepare(k, w, &nops);
-    for (int op = 0; op < nops && !err; op++)
-        if ((t[op] = time_op(k, w, op)) < 0)
-            err = sc_error(SC_ERR_RUNTIME, "calibrate: the kernel %s failed (see above)", key);
-    if (!err)
-        err = sc_calib_add_kernel(k->c, key, t[0], t[1], t[2]);
-    k->done++;
-    if (!err && k->progress && (k->done % 10 == 0 || k->done == k->total)) {
-        fprintf(k->progress, "calibrate: %d/%d kernels\n", k->done, k->total);
-        fflush(k->progress);
+    if (k->n == k->listcap) {
+        int cap = k->listcap ? 2 * k->listcap : 64;
+        struct pending *l = realloc(k->list, (size_t)cap * sizeof *l);
+        if (!l)
+            return sc_error(SC_ERR_NOMEM, "out of memory for the list of kernels");
+        k->list = l, k->listcap = cap;
+    }
+    struct pending *e = &k->list[k->n];
+    if (!(e->t = calloc((size_t)k->reps * 3, sizeof *e->t)))
+        return sc_error(SC_ERR_NOMEM, "out of memory for the kernels' times");
+    e->w = *w;
+    snprintf(e->key, sizeof e->key, "%s", key);
+    k->n++;
+    return 0;
+}
+
+/* Each pass times every kernel once, so that the machine's drift (a
+ * shared machine's neighbours come and go over seconds) spreads over all
+ * kernels alike instead of slowing the few timed while it lasts: timed
+ * reps calls in a row, kernels of one network came out 0.6-1.8 times
+ * their times in the next calibration, in runs of neighbouring kernels. */
+static int time_passes(struct compute *k)
+{
+    int err = 0;
+    for (int p = 0; p < k->reps && !err; p++) {
+        for (int i = 0; i < k->n && !err; i++) {
+            struct pending *e = &k->list[i];
+            int nops;
+            err = prepare(k, &e->w, &nops);
+            for (int op = 0; op < nops && !err; op++)
+                if ((e->t[3 * p + op] = time_op(k, &e->w, op)) < 0)
+                    err = sc_error(SC_ERR_RUNTIME, "calibrate: the kernel %s failed (see above)", e->key);
+        }
+        if (!err && k->progress) {
+            fprintf(k->progress, "calibrate: pass %d/%d over %d kernels\n", p + 1, k->reps, k->n);
+            fflush(k->progress);
+        }
+    }
+    for (int i = 0; i < k->n && !err; i++) {
+        double m[3];
+        for (int op = 0; op < 3; op++) {
+            for (int p = 0; p < k->reps; p++)
+                k->t[p] = k->list[i].t[3 * p + op];
+            m[op] = median(k->t, k->reps);
+        }
+        err = sc_calib_add_kernel(k->c, k->list[i].key, m[0], m[1], m[2]);
     }
     return err;
 }
@@ -386,20 +437,18 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
         return no_cuda();
 #endif
     struct compute k = {.c = c, .reps = reps, .progress = progress};
-    int err = sc_plan_kernels(net, o, count_new, &k);
-    if (err || !k.total)
-        return err;
-    if (!(k.t = malloc((size_t)reps * sizeof *k.t)) || !(k.kw = sc_kernel_worker_create())) {
-        free(k.t);
-        return sc_error(SC_ERR_NOMEM, "out of memory for the kernels' timing");
-    }
+    int err = sc_plan_kernels(net, o, add_pending, &k);
+    if (!err && k.n && (!(k.t = malloc((size_t)reps * sizeof *k.t)) || !(k.kw = sc_kernel_worker_create())))
+        err = sc_error(SC_ERR_NOMEM, "out of memory for the kernels' timing");
+    if (err || !k.n)
+        goto done;
 #ifdef SC_USE_CUDA
     k.cuda = device == SC_CALIBRATE_CUDA;
     if (k.cuda && !(err = cuda_begin(&k)))
-        err = sc_plan_kernels(net, o, time_new, &k);
+        err = time_passes(&k);
     if (k.cuda) {
         cuda_end(&k);
-        goto done;
+        goto destroy;
     }
 #endif
     /* As a StarPU CPU worker runs them (codelets/cl_common.c): one thread
@@ -411,19 +460,23 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
     int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
 #endif
-    err = sc_plan_kernels(net, o, time_new, &k);
+    err = time_passes(&k);
 #ifdef OPENBLAS_VERSION
     openblas_set_num_threads(blas_threads);
 #endif
     omp_set_num_threads(omp_threads);
 #ifdef SC_USE_CUDA
-done:
+destroy:
 #endif
     /* On this thread: oneDNN's per-thread scratchpad is released by the
      * thread that took it (codelets/kernels.h). */
     sc_kernel_worker_destroy(k.kw);
+done:
     for (int i = 0; i < NBUF; i++)
         free(k.buf[i]);
+    for (int i = 0; i < k.n; i++)
+        free(k.list[i].t);
+    free(k.list);
     free(k.t);
     return err;
 }

@@ -21,14 +21,15 @@ int sc_calibrate_machine_name(char *name, size_t len);
 
 /* Times every kernel the model of net under o may look up
  * (sc_plan_kernels) that c does not hold yet: forward, backward data and
- * backward filter, each the median of reps calls after one to warm up.
+ * backward filter, each the median of reps passes over all of them that
+ * call each kernel twice and time the second call.
  * SC_CALIBRATE_CPU: on the calling thread with oneDNN and OpenBLAS
  * single-threaded, as a StarPU CPU worker runs them.  SC_CALIBRATE_CUDA
  * (a CUDA build): the CUDA versions (cuDNN, cuBLAS, own kernels) on the
  * current device, on a stream of their own, each call timed by CUDA
  * events, with the cuDNN workspace a CUDA worker gets
  * (SC_CUDNN_WORKSPACE_MB); SC_ERR_ARG in a build without CUDA.  One line
- * per 10 kernels on progress (NULL: none).  Needs neither StarPU nor MPI. */
+ * per pass on progress (NULL: none).  Needs neither StarPU nor MPI. */
 enum sc_calibrate_device { SC_CALIBRATE_CPU, SC_CALIBRATE_CUDA };
 int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
                          enum sc_calibrate_device device, FILE *progress);
