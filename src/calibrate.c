@@ -149,12 +149,10 @@ int sc_calibrate_machine(struct sc_calib *c)
  * and their gradients. */
 enum { B_X, B_Y, B_W, B_DX, B_DW, NBUF };
 
-/* A kernel to time: its work, its calibration key, and its times, pass
- * p's of op i at t[3 * p + i]. */
+/* A kernel to time: its work and its calibration key. */
 struct pending {
     struct sc_layer_work w;
     char key[SC_CALIB_KEY_LEN];
-    double *t;
 };
 
 struct compute {
@@ -164,7 +162,8 @@ struct compute {
     FILE *progress;
     struct pending *list; /* the kernels c does not hold yet, each once */
     int n, listcap;
-    double *t; /* reps times */
+    double *times; /* kernel i's op j in pass p at times[(i * reps + p) * 3 + j] */
+    double *t;     /* reps times */
     float *buf[NBUF];
     size_t cap[NBUF]; /* floats */
 #ifdef SC_USE_CUDA
@@ -352,8 +351,6 @@ static int add_pending(void *ctx, const struct sc_layer_work *w, const char *key
         k->list = l, k->listcap = cap;
     }
     struct pending *e = &k->list[k->n];
-    if (!(e->t = calloc((size_t)k->reps * 3, sizeof *e->t)))
-        return sc_error(SC_ERR_NOMEM, "out of memory for the kernels' times");
     e->w = *w;
     snprintf(e->key, sizeof e->key, "%s", key);
     k->n++;
@@ -371,10 +368,11 @@ static int time_passes(struct compute *k)
     for (int p = 0; p < k->reps && !err; p++) {
         for (int i = 0; i < k->n && !err; i++) {
             struct pending *e = &k->list[i];
+            double *t = k->times + ((size_t)i * k->reps + p) * 3;
             int nops;
             err = prepare(k, &e->w, &nops);
             for (int op = 0; op < nops && !err; op++)
-                if ((e->t[3 * p + op] = time_op(k, &e->w, op)) < 0)
+                if ((t[op] = time_op(k, &e->w, op)) < 0)
                     err = sc_error(SC_ERR_RUNTIME, "calibrate: the kernel %s failed (see above)", e->key);
         }
         if (!err && k->progress) {
@@ -386,7 +384,7 @@ static int time_passes(struct compute *k)
         double m[3];
         for (int op = 0; op < 3; op++) {
             for (int p = 0; p < k->reps; p++)
-                k->t[p] = k->list[i].t[3 * p + op];
+                k->t[p] = k->times[((size_t)i * k->reps + p) * 3 + op];
             m[op] = median(k->t, k->reps);
         }
         err = sc_calib_add_kernel(k->c, k->list[i].key, m[0], m[1], m[2]);
@@ -438,7 +436,9 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
 #endif
     struct compute k = {.c = c, .reps = reps, .progress = progress};
     int err = sc_plan_kernels(net, o, add_pending, &k);
-    if (!err && k.n && (!(k.t = malloc((size_t)reps * sizeof *k.t)) || !(k.kw = sc_kernel_worker_create())))
+    if (!err && k.n &&
+        (!(k.t = malloc((size_t)reps * sizeof *k.t)) || !(k.times = calloc((size_t)k.n * reps * 3, sizeof *k.times)) ||
+         !(k.kw = sc_kernel_worker_create())))
         err = sc_error(SC_ERR_NOMEM, "out of memory for the kernels' timing");
     if (err || !k.n)
         goto done;
@@ -474,8 +474,7 @@ destroy:
 done:
     for (int i = 0; i < NBUF; i++)
         free(k.buf[i]);
-    for (int i = 0; i < k.n; i++)
-        free(k.list[i].t);
+    free(k.times);
     free(k.list);
     free(k.t);
     return err;
