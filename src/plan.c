@@ -613,6 +613,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
     *hf = *hb = 0;
     if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0)
         return;
+    int first = !(l->src[0] >= 0);
     struct sc_layout in = layout_in(l, g, m->B), out = layout_out(l, g, m->B);
     int reps[MAXREPS], nrep = representatives(g, m->rpn, reps);
     double row = m->c->rowcopy > 0 ? m->c->rowcopy * m->oversub : 0; /* a pack's row, on a shared core */
@@ -645,6 +646,8 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         double pdy = (double)b->nr * b->cout * halo_rows(need_dy, ob) * row;
         double tf = cx + nx * m->c->task + 2 * bx / m->c->stream + px - inner * fwd;
         double tb = cdy + ndy * m->c->task + 2 * bdy / m->c->stream + pdy - inner * bwd;
+        if (first) /* it computes no dx, so no dy halo comes (src/net_plan.c) */
+            tb = 0;
         if (tf > *hf)
             *hf = tf;
         if (tb > *hb)
@@ -673,14 +676,15 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     int err, tasks = 0;
     if ((err = kernel_times(m, l, g, &b, &kf, &kb, &kf_in, &kb_in, &one_bwd, &tasks)))
         return err;
-    if (l->src[0] < 0 && m->c->load > 0) /* the input block each rank loads (src/net_step.c) */
-        kf += (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load;
+    /* The input block each rank loads (src/net_step.c): a task of its
+     * own, before the layer's, so no message of the layer waits for it */
+    double load = l->src[0] < 0 && m->c->load > 0 ? (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load : 0;
     /* Ranks x workers beyond the cores share them; each tile's tasks pay
      * the runtime's overhead. */
     double ovh = (double)tasks * b.tiles / m->W * m->c->task;
     kf = kf * m->oversub + ovh / 2;
     kb = kb * m->oversub + ovh / 2;
-    c->compute = kf + kb;
+    c->compute = kf + kb + load * m->oversub;
     c->task_f = kf / b.tiles;
     /* A message waits for one task, not a layer's whole backward
      * (behind): traced, wide c4 on 4 ranks sharing 2 cores, the dy
@@ -692,7 +696,7 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     halo(m, l, g, &b, kf, kb, kf_in * m->oversub, kb_in * m->oversub, &hf, &hb);
     int hw = ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
     if (hw > 1 && l->win_r.k > 0)
-        c->rounds += 2; /* x's halo forward, dy's backward */
+        c->rounds += l->src[0] >= 0 ? 2 : 1; /* x's halo forward, dy's backward (none on the first layer) */
     if (l->group_sum_len && hw > 1) {
         c->rounds += 2;
         /* Batch normalization split over rows or columns sums its
@@ -716,7 +720,7 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
         c->rounds += 2;
     }
     c->channels = cf + cb;
-    c->fwd = kf + hf + cf;
+    c->fwd = kf + load * m->oversub + hf + cf;
     c->bwd = kb + hb + cb;
     c->msgs_b = hb + cb;
     double np = share_params(l, g);
