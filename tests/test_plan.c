@@ -221,6 +221,17 @@ static void test_shared_memory_policy(void)
     sc_net_destroy(net);
 }
 
+/* A calibration for 2 ranks and a batch of 4 whose kernels and
+ * allreduces (of 4 and 8 bytes) take no time: only messages cost. */
+static struct sc_calib *calib_free_kernels(const struct sc_net *net, double alpha, double beta)
+{
+    struct sc_calib *c = calib(alpha, beta);
+    fill(c, net, 2, 4, ZERO);
+    sc_calib_add_allreduce(c, 2, 4, 0);
+    sc_calib_add_allreduce(c, 2, 8, 0);
+    return c;
+}
+
 /* Redistribution h2 -> n2 and back, and conv0's halos, with kernels that
  * take no time (nothing hides the halo): B=4, 4 channels of 8x8.
  *  - forward: rank 0 has rows 0-3 of all 4 samples and needs all rows of
@@ -236,10 +247,7 @@ static void test_redistribution_and_halo(void)
                                          "[convolutional]\nparallel=n2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
                                          "[connected]\noutput=10\nactivation=linear\n[softmax]\n");
     double a = 1e-5, b = 1e-9, s = 1e9;
-    struct sc_calib *c = calib(a, b);
-    fill(c, net, 2, 4, ZERO);
-    sc_calib_add_allreduce(c, 2, 4, 0);
-    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_calib *c = calib_free_kernels(net, a, b);
     struct sc_plan *p = plan(net, c, 2, 4, NULL, 0);
     check(p && !strcmp(p->grid[0], "h2") && !strcmp(p->grid[1], "n2"), "cfg parallel= kept: %s %s",
           p ? p->grid[0] : "?", p ? p->grid[1] : "?");
@@ -296,10 +304,7 @@ static void test_dy_halo(void)
                                          "[convolutional]\nparallel=h2\nfilters=4\nsize=3\npad=1\nactivation=linear\n"
                                          "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
     double a = 1e-5, b = 1e-9;
-    struct sc_calib *c = calib(a, b);
-    fill(c, net, 2, 4, ZERO);
-    sc_calib_add_allreduce(c, 2, 4, 0);
-    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_calib *c = calib_free_kernels(net, a, b);
     c->stream = 1e30;
     struct sc_plan *p = plan(net, c, 2, 4, NULL, 0);
     check(p && near(p->layer[0].halo, a + 256 * b) && near(p->layer[1].halo, 2 * a + 1024 * b),
@@ -320,10 +325,7 @@ static void test_bn_statistics(void)
                                          "[batchnorm]\nparallel=h2\nactivation=relu\n"
                                          "[connected]\nparallel=n2\noutput=10\nactivation=linear\n[softmax]\n");
     double a = 1e-5, b = 1e-9;
-    struct sc_calib *c = calib(a, b);
-    fill(c, net, 2, 4, ZERO);
-    sc_calib_add_allreduce(c, 2, 4, 0);
-    sc_calib_add_allreduce(c, 2, 8, 0);
+    struct sc_calib *c = calib_free_kernels(net, a, b);
     struct sc_plan *p = plan(net, c, 2, 4, NULL, 0);
     check(p && !strcmp(p->grid[1], "h2") && near(p->layer[1].halo, 2 * (a + 64 * b)),
           "bn h2: statistics summed each way %.9g = 2 (alpha + 64 beta)", p ? p->layer[1].halo : -1);
