@@ -52,6 +52,13 @@ static int ext(const struct sc_grid *g, enum sc_dim d)
 
 /* The layouts of layer l's input and output under g, as src/net_plan.c
  * makes them (plan_layouts; tiles do not matter to volumes). */
+/* The network's first layer reads the input: it computes no dx, and so
+ * has no dy halo (src/net_plan.c). */
+static int first_layer(const struct sc_layer *l)
+{
+    return l->src[0] < 0;
+}
+
 static struct sc_layout layout_in(const struct sc_layer *l, const struct sc_grid *g, int batch)
 {
     return (struct sc_layout){*g, batch, l->in.h, l->in.w, 1, l->in.c, l->mixes_channels ? SC_CDIMS_C : SC_CDIMS_CF};
@@ -75,7 +82,7 @@ static int grid_valid(const struct sc_layer *l, const struct sc_grid *g, int bat
         return 0;
     struct sc_layout in = layout_in(l, g, batch), out = layout_out(l, g, batch);
     int pin = sc_layout_channel_parts(&in), pout = sc_layout_channel_parts(&out);
-    if (l->src[0] < 0 && pin > 1)
+    if (first_layer(l) && pin > 1)
         return 0;
     return l->in.c % pin == 0 && l->out.c % pout == 0;
 }
@@ -393,7 +400,7 @@ static int cut(struct sc_box block, struct sc_box inner, struct sc_box parts[5])
 
 static int layer_works(const struct sc_layer *l, const struct sc_grid *g, const struct block *b, struct works *ws)
 {
-    int err = 0, conv = l->nparams != 0, first = !(l->src[0] >= 0);
+    int err = 0, conv = l->nparams != 0, first = first_layer(l);
     if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0) {
         struct sc_layer_work w;
         l->ops->work(l, b->nt, b->cin, b->cout, rows(b->ib), cols(b->ib), rows(b->ob), cols(b->ob), &w);
@@ -613,7 +620,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
     *hf = *hb = 0;
     if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0)
         return;
-    int first = !(l->src[0] >= 0);
+    int first = first_layer(l);
     struct sc_layout in = layout_in(l, g, m->B), out = layout_out(l, g, m->B);
     int reps[MAXREPS], nrep = representatives(g, m->rpn, reps);
     double row = m->c->rowcopy > 0 ? m->c->rowcopy * m->oversub : 0; /* a pack's row, on a shared core */
@@ -646,7 +653,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
         double pdy = (double)b->nr * b->cout * halo_rows(need_dy, ob) * row;
         double tf = cx + nx * m->c->task + 2 * bx / m->c->stream + px - inner * fwd;
         double tb = cdy + ndy * m->c->task + 2 * bdy / m->c->stream + pdy - inner * bwd;
-        if (first) /* it computes no dx, so no dy halo comes (src/net_plan.c) */
+        if (first) /* no dy halo */
             tb = 0;
         if (tf > *hf)
             *hf = tf;
@@ -678,7 +685,7 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
         return err;
     /* The input block each rank loads (src/net_step.c): a task of its
      * own, before the layer's, so no message of the layer waits for it */
-    double load = l->src[0] < 0 && m->c->load > 0 ? (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load : 0;
+    double load = first_layer(l) && m->c->load > 0 ? (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load : 0;
     /* Ranks x workers beyond the cores share them; each tile's tasks pay
      * the runtime's overhead. */
     double ovh = (double)tasks * b.tiles / m->W * m->c->task;
@@ -696,7 +703,7 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     halo(m, l, g, &b, kf, kb, kf_in * m->oversub, kb_in * m->oversub, &hf, &hb);
     int hw = ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
     if (hw > 1 && l->win_r.k > 0)
-        c->rounds += l->src[0] >= 0 ? 2 : 1; /* x's halo forward, dy's backward (none on the first layer) */
+        c->rounds += first_layer(l) ? 1 : 2; /* x's halo forward, dy's backward (none on the first layer) */
     if (l->group_sum_len && hw > 1) {
         c->rounds += 2;
         /* Batch normalization split over rows or columns sums its
@@ -739,7 +746,7 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     double act = 8.0 * b.nr * b.cout * sc_box_area(b.ob);
     if (l->mixes_channels && gc > 1)
         act *= 2;
-    if (l->src[0] < 0)
+    if (first_layer(l))
         act += 4.0 * b.nr * l->in.c * l->in.h * l->in.w;
     c->memory = act + 4.0 * np * (3 + b.tiles);
     return 0;
@@ -827,7 +834,7 @@ static int build_nodes(struct model *m, const struct sc_plan_opts *o, struct gra
             struct sc_grid g;
             if ((err = sc_grid_parse(spec, m->P, &g)))
                 return sc_error(err, "%s: %s", l->name, sc_last_error());
-            if (!from_cfg && l->src[0] < 0 && l->mixes_channels && ext(&g, SC_DIM_C) > 1) {
+            if (!from_cfg && first_layer(l) && l->mixes_channels && ext(&g, SC_DIM_C) > 1) {
                 g.extent[SC_DIM_F] *= g.extent[SC_DIM_C];
                 g.extent[SC_DIM_C] = 1;
             }
