@@ -962,8 +962,9 @@ enum policy { POL_LAYER, POL_BUCKET, POL_END };
 static const char *policy_name[] = {"layer", "bucket:25", "end"};
 
 /* A collective of bytes over group ranks, issued at *t (its gradients
- * ready): it starts when the channel is free and takes a; task is a
- * backward task of the layer that issues it.  While the
+ * ready): it adds a to the channel's work (*chan: when the channel has
+ * done all it was given; when each collective ends, share_wire says);
+ * task is a backward task of the layer that issues it.  While the
  * backward pass goes on (during):
  * - where messages are copies in memory and every core has a worker
  *   (m->copying), the collective's whole time is the cores' (copying,
@@ -995,25 +996,89 @@ static void collective(const struct model *m, double *t, double *chan, int group
     }
 }
 
+/* The wire shared by flows (collectives, a layer's messages) that arrive
+ * at arr[i] (in order) and need work[i] seconds of it alone: it serves
+ * every flow in flight at once, each at 1/n of its speed (processor
+ * sharing, not first come first served: traced at 1 Gbit/s on 2 ranks,
+ * mesh128's per-layer allreduces of the last five layers all travel at
+ * once, their transfers 20-48 ms long where each alone takes 10, and the
+ * small ones issued later finish among them).  Sets done[i]. */
+static void share_wire(int n, const double *arr, const double *work, double *done)
+{
+    int order[n > 0 ? n : 1], flying[n > 0 ? n : 1], nfly = 0, next = 0;
+    double left[n > 0 ? n : 1], now = 0;
+    for (int i = 0; i < n; i++) { /* by arrival; they come nearly sorted */
+        int j = i;
+        for (; j > 0 && arr[order[j - 1]] > arr[i]; j--)
+            order[j] = order[j - 1];
+        order[j] = i;
+    }
+    while (next < n || nfly > 0) {
+        if (!nfly && arr[order[next]] > now)
+            now = arr[order[next]];
+        while (next < n && arr[order[next]] <= now) {
+            int i = order[next++];
+            left[i] = work[i];
+            flying[nfly++] = i;
+        }
+        double least = INFINITY;
+        for (int j = 0; j < nfly; j++)
+            least = left[flying[j]] < least ? left[flying[j]] : least;
+        double step = least * nfly; /* until the least one ends, or the next arrives */
+        if (next < n && arr[order[next]] - now < step)
+            step = arr[order[next]] - now;
+        double each = step / nfly;
+        now += step;
+        int still = 0;
+        for (int j = 0; j < nfly; j++) {
+            int i = flying[j];
+            if ((left[i] -= each) <= 1e-9 * work[i])
+                done[i] = now;
+            else
+                flying[still++] = i;
+        }
+        nfly = still;
+    }
+}
+
 /* Forward, then backward layer by layer from the last (rounds: the
  * redistributions between layers that send messages); each layer's
  * gradient allreduce queues on one channel from the moment its gradient
  * is ready (layer), fills 25 MB buckets in backward order (bucket), or
- * waits for the whole backward pass (end); the update follows each. */
+ * waits for the whole backward pass (end); the update follows each.
+ * The iteration is not a barrier: the next one's forward runs each layer
+ * as soon as that layer is updated, over the tail of this one's
+ * collectives, so an iteration takes the longest of its compute chain,
+ * the wire's work, and for every layer, the time its collective ends less
+ * the forward before that layer. */
 static double timeline(const struct model *m, const struct graph *G, const int *choice, const double *efwd,
                        const double *ebwd, int rounds, enum policy pol)
 {
-    double t = 0, chain = 0, wire = 0;
+    double t = 0, chain = 0, wire = 0, fstart[G->n];
     for (int v = 0; v < G->n; v++) {
         const struct cand *c = &G->node[v].cand[choice[v]];
+        fstart[v] = t;
         t += c->fwd + efwd[v];
         chain += c->fwd + efwd[v] + c->bwd + ebwd[v];
         rounds += c->rounds;
     }
+    /* The flows on the wire (2 per node at most, and the last bucket),
+     * and which flow carries each node's gradient (-1: none). */
+    double arr[2 * G->n + 1], work[2 * G->n + 1], done[2 * G->n + 1];
+    int flow_of[G->n], bucket[G->n], nflows = 0, nbucket = 0;
     double chan = 0, upd = 0, pending = 0;
     int group = 0;
+#define FLOW(at, w) (arr[nflows] = (at), work[nflows] = (w), nflows++)
+#define BUCKET_FLOW(f)                                                                                                 \
+    do {                                                                                                               \
+        int f_ = (f);                                                                                                  \
+        for (int i = 0; i < nbucket; i++)                                                                              \
+            flow_of[bucket[i]] = f_;                                                                                   \
+        nbucket = 0;                                                                                                   \
+    } while (0)
     for (int v = G->n - 1; v >= 0; v--) {
         const struct cand *c = &G->node[v].cand[choice[v]];
+        flow_of[v] = -1;
         /* On one wire, the layer's messages and the collectives still in
          * flight share it: each goes at half speed while both run, so
          * both end later by the shorter of the two (measured at 1 Gbit/s
@@ -1021,10 +1086,13 @@ static double timeline(const struct model *m, const struct graph *G, const int *
          * the prediction that let the collectives' traffic overlap the
          * channel collectives'). */
         double msgs = c->msgs_b + ebwd[v], rest = chan - (t + c->bwd - c->msgs_b);
-        if (m->one_link && msgs > 0 && rest > 0) {
-            double d = rest < msgs ? rest : msgs;
-            t += d;
-            chan += d;
+        if (m->one_link && msgs > 0) {
+            FLOW(t + c->bwd - c->msgs_b, msgs);
+            if (rest > 0) {
+                double d = rest < msgs ? rest : msgs;
+                t += d;
+                chan += d;
+            }
         }
         t += c->bwd + ebwd[v];
         if (c->ar_bytes <= 0)
@@ -1033,6 +1101,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         if (c->group <= 1)
             continue;
         if (pol == POL_LAYER) {
+            flow_of[v] = FLOW(t, c->ar_time);
             collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0, c->task_b);
             wire += c->ar_time;
             continue;
@@ -1043,14 +1112,17 @@ static double timeline(const struct model *m, const struct graph *G, const int *
          * (src/net_step.c): during backward, as a bucket's. */
         if (group && group != c->group) {
             double a = sc_calib_allreduce(m->c, group, pending);
+            BUCKET_FLOW(FLOW(t, a));
             collective(m, &t, &chan, group, pending, a, v > 0, c->task_b);
             wire += a;
             pending = 0;
         }
         group = c->group;
         pending += c->ar_bytes;
+        bucket[nbucket++] = v;
         if (pol == POL_BUCKET && pending >= 25e6) {
             double a = sc_calib_allreduce(m->c, group, pending);
+            BUCKET_FLOW(FLOW(t, a));
             collective(m, &t, &chan, group, pending, a, v > 0, c->task_b);
             wire += a;
             pending = 0;
@@ -1059,10 +1131,20 @@ static double timeline(const struct model *m, const struct graph *G, const int *
     }
     if (group && pending > 0) {
         double a = sc_calib_allreduce(m->c, group, pending);
+        BUCKET_FLOW(FLOW(t, a));
         collective(m, &t, &chan, group, pending, a, 0, 0);
         wire += a;
     }
-    double time = (chan > t ? chan : t) + upd;
+#undef FLOW
+#undef BUCKET_FLOW
+    share_wire(nflows, arr, work, done);
+    double first = t; /* the next iteration's first forward task starts */
+    for (int v = 0; v < G->n; v++)
+        if (flow_of[v] >= 0 && done[flow_of[v]] - fstart[v] > first)
+            first = done[flow_of[v]] - fstart[v];
+    double time = first + upd;
+    if (wire > time)
+        time = wire;
     /* Steady state on one wire (m->one_link) with the gradients' collectives
      * issued during backward (layer, bucket; not end, whose one collective
      * runs alone after backward): iteration after iteration they keep the

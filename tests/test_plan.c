@@ -166,6 +166,32 @@ static void test_allreduce_timeline(void)
     sc_net_destroy(net);
 }
 
+/* The iteration is no barrier: the next one's conv forward runs while the
+ * fc's long allreduce (0.1 s) is still on the wire.  The conv's (1 ms),
+ * issued G1 later, shares the wire with it (each at half speed: it ends
+ * 2 ms after it starts, and the fc's 1 ms later) instead of queueing
+ * behind it; so the iteration is the fc's collective's end, less the conv
+ * forward that ran over its tail, plus the updates: F1 less than the fc's
+ * collective and then the conv's, one after the other. */
+static void test_next_forward(void)
+{
+    struct sc_net *net = model("m2.cfg", m2_text);
+    struct sc_calib *c = calib(0, 0);
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 80, 1e-3);
+    sc_calib_add_allreduce(c, 2, 1320, 0.1);
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0};
+    struct sc_plan *p = NULL;
+    sc_plan_make(net, c, &o, &p);
+    double s = 1e9, upd = 20.0 * 350 / s, t_fc = F1 + F2 + 80 / s + 160 / s + D2 + G2;
+    double queued = t_fc + 0.1 + 1e-3 + upd, want = t_fc + 0.1 + 1e-3 - F1 + upd;
+    check(p && near(p->time, want), "next forward over the fc's collective: %.9g s = %.9g s (queued, no overlap: %.9g)",
+          p ? p->time : -1, want, queued);
+    sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
 /* The same network on 2 cores, 2 ranks x 1 worker, messages copied in
  * memory (a cost per byte near memory's): the fc's allreduce during conv's
  * backward takes the cores for all of its time, so per layer costs both
@@ -908,6 +934,7 @@ int main(void)
     }
     test_compute();
     test_allreduce_timeline();
+    test_next_forward();
     test_shared_memory_policy();
     test_bn_statistics();
     test_busy();
