@@ -997,12 +997,13 @@ static void collective(const struct model *m, double *t, double *chan, int group
 }
 
 /* The wire shared by flows (collectives, a layer's messages) that arrive
- * at arr[i] (in order) and need work[i] seconds of it alone: it serves
- * every flow in flight at once, each at 1/n of its speed (processor
- * sharing, not first come first served: traced at 1 Gbit/s on 2 ranks,
- * mesh128's per-layer allreduces of the last five layers all travel at
- * once, their transfers 20-48 ms long where each alone takes 10, and the
- * small ones issued later finish among them).  Sets done[i]. */
+ * at arr[i] (in any order) and need work[i] seconds of it alone: it
+ * serves every flow in flight at once, each at 1/n of its speed
+ * (processor sharing, not first come first served, since issue 18's
+ * window lets a later collective pass: traced at 1 Gbit/s on 2 ranks,
+ * mesh128's allreduces of conv13-18 travel at once, each 22-80 ms from
+ * its first transfer to its last where alone it takes 5.4-11.1, and
+ * conv1's, issued after them, takes 0.2 ms).  Sets done[i]. */
 static void share_wire(int n, const double *arr, const double *work, double *done)
 {
     int order[n > 0 ? n : 1], flying[n > 0 ? n : 1], nfly = 0, next = 0;
