@@ -1070,12 +1070,18 @@ static double timeline(const struct model *m, const struct graph *G, const int *
     double chan = 0, upd = 0, pending = 0;
     int group = 0;
 #define FLOW(at, w) (arr[nflows] = (at), work[nflows] = (w), nflows++)
-#define BUCKET_FLOW(f)                                                                                                 \
+/* The collective of the bucket's pending bytes over group, issued now:
+ * one flow on the wire for every layer in the bucket. */
+#define ISSUE_BUCKET(during, task)                                                                                     \
     do {                                                                                                               \
-        int f_ = (f);                                                                                                  \
+        double a_ = sc_calib_allreduce(m->c, group, pending);                                                          \
+        int f_ = FLOW(t, a_);                                                                                          \
         for (int i = 0; i < nbucket; i++)                                                                              \
             flow_of[bucket[i]] = f_;                                                                                   \
         nbucket = 0;                                                                                                   \
+        collective(m, &t, &chan, group, pending, a_, during, task);                                                    \
+        wire += a_;                                                                                                    \
+        pending = 0;                                                                                                   \
     } while (0)
     for (int v = G->n - 1; v >= 0; v--) {
         const struct cand *c = &G->node[v].cand[choice[v]];
@@ -1111,33 +1117,20 @@ static double timeline(const struct model *m, const struct graph *G, const int *
          * the group changes the runtime cuts a bucket under end too, and
          * starts its collective as soon as its gradients are ready
          * (src/net_step.c): during backward, as a bucket's. */
-        if (group && group != c->group) {
-            double a = sc_calib_allreduce(m->c, group, pending);
-            BUCKET_FLOW(FLOW(t, a));
-            collective(m, &t, &chan, group, pending, a, v > 0, c->task_b);
-            wire += a;
-            pending = 0;
-        }
+        if (group && group != c->group)
+            ISSUE_BUCKET(v > 0, c->task_b);
         group = c->group;
         pending += c->ar_bytes;
         bucket[nbucket++] = v;
         if (pol == POL_BUCKET && pending >= 25e6) {
-            double a = sc_calib_allreduce(m->c, group, pending);
-            BUCKET_FLOW(FLOW(t, a));
-            collective(m, &t, &chan, group, pending, a, v > 0, c->task_b);
-            wire += a;
-            pending = 0;
+            ISSUE_BUCKET(v > 0, c->task_b);
             group = 0;
         }
     }
-    if (group && pending > 0) {
-        double a = sc_calib_allreduce(m->c, group, pending);
-        BUCKET_FLOW(FLOW(t, a));
-        collective(m, &t, &chan, group, pending, a, 0, 0);
-        wire += a;
-    }
+    if (group && pending > 0)
+        ISSUE_BUCKET(0, 0);
 #undef FLOW
-#undef BUCKET_FLOW
+#undef ISSUE_BUCKET
     share_wire(nflows, arr, work, done);
     double first = t; /* the next iteration's first forward task starts */
     for (int v = 0; v < G->n; v++)
