@@ -841,8 +841,10 @@ static void test_residual(void)
  * edge's cost with each gradient collective hidden behind the backward
  * before it; the timeline queues the collectives on one channel, so the
  * elimination alone missed the optimum in 6 of these 40 (by up to 5.8%).
- * Improved on the timeline (refine in src/plan.c) it misses 1, by 2.3%:
- * a local search, not an exact one. */
+ * Improved on the timeline (refine in src/plan.c) from it alone, the
+ * search missed 1, by 2.3%; with the second start from the best uniform
+ * plan and suffixes up to cut points, none.  Still a local search, not
+ * an exact one: the check holds it to none. */
 static const char *m5_text = "[net]\nchannels=8\nheight=8\nwidth=8\nclasses=10\n"
                              "[convolutional]\nfilters=32\nsize=3\npad=1\n"
                              "[convolutional]\nfilters=64\nsize=3\npad=1\n"
@@ -897,7 +899,7 @@ static void test_search_against_brute_force(void)
         sc_plan_free(p);
         sc_calib_free(c);
     }
-    check(complete && cases == 40 && exact >= 39 && worst <= 1.03,
+    check(complete && cases == 40 && exact == 40 && worst <= 1 + 1e-9,
           "brute force: the plan is the best of the 4096 assignments in %d of %d calibrations, at worst %.4f times it",
           exact, cases, worst);
     sc_net_destroy(net);
