@@ -1313,6 +1313,23 @@ static int feasible(const struct graph *G, const int *choice)
     return 1;
 }
 
+/* The cut points of the graph, into cut (G->n entries at most), and how
+ * many: each b where every edge that crosses from the nodes before b to
+ * the rest leaves node b - 1 (the ends of residual blocks; every node of
+ * a chain), the last, G->n, included. */
+static int cut_points(const struct graph *G, int *cut)
+{
+    int nb = 0;
+    for (int b = 1; b <= G->n; b++) {
+        int other = 0;
+        for (int i = 0; i < G->nedges; i++)
+            other += (G->edge[i].u < b) != (G->edge[i].v < b) && G->edge[i].u != b - 1;
+        if (!other)
+            cut[nb++] = b;
+    }
+    return nb;
+}
+
 /* The elimination is exact for the sum of each layer's and each edge's
  * cost, with each gradient collective hidden behind the backward compute
  * before it; the timeline (predict) also queues the collectives on one
@@ -1329,8 +1346,8 @@ static int feasible(const struct graph *G, const int *choice)
  * a uniform plan, where the first small gain would close the way to a
  * larger one: resnet50 at batch 8192 on 1024 Lassen ranks, below).
  * Without the memory for its tables the start stands. */
-static void refine(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice,
-                   int steepest)
+static void refine(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, const int *cut, int nb,
+                   int *choice, int steepest)
 {
     /* Every distinct grid among the candidates gets an id; at[w * ng + id]
      * is node w's candidate of that grid, or -1. */
@@ -1356,16 +1373,7 @@ static void refine(const struct model *m, const struct graph *G, const struct sc
             for (int k = 0; k < G->node[v].ncand; k++, i++)
                 at[(size_t)v * ng + id[i]] = k;
     }
-    /* The cut points: where every edge that leads on leaves one node (the
-     * ends of residual blocks; every node of a chain). */
-    int pol, trial[G->n], cut[G->n + 1], nb = 0;
-    for (int b = 1; b <= G->n; b++) {
-        int other = 0;
-        for (int i = 0; i < G->nedges; i++)
-            other += (G->edge[i].u < b) != (G->edge[i].v < b) && G->edge[i].u != b - 1;
-        if (!other)
-            cut[nb++] = b;
-    }
+    int pol, trial[G->n];
     double best = predict(m, G, choice, o, &pol);
     int fits = !(o->mem_limit > 0) || memory_of(G, choice) <= o->mem_limit;
     int step[G->n];
@@ -1450,14 +1458,14 @@ static double best_uniform(const struct model *m, const struct graph *G, const s
  * hide behind), the reported time a timeline (allreduces queued on one
  * channel, merged into buckets).  Where they disagree, the search's
  * choice could predict slower than a plain uniform grid.  So the best
- * uniform plan replaces the search's choice unless that choice is faster
- * by more than o->mix_margin. */
-static void keep_best(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
+ * uniform plan (uni, best_uni: best_uniform's) replaces the search's
+ * choice unless that choice is faster by more than o->mix_margin. */
+static void keep_best(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, const int *uni,
+                      double best_uni, int *choice)
 {
-    int pol, uni[G->n];
-    double mix = predict(m, G, choice, o, &pol), best_uni = best_uniform(m, G, o, uni);
-    if (isfinite(best_uni) && best_uni <= mix * (1 + o->mix_margin))
-        memcpy(choice, uni, sizeof uni);
+    int pol;
+    if (isfinite(best_uni) && best_uni <= predict(m, G, choice, o, &pol) * (1 + o->mix_margin))
+        memcpy(choice, uni, sizeof(int) * G->n);
 }
 
 int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struct sc_plan_opts *o, struct sc_plan **out)
@@ -1557,14 +1565,16 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
          * need two moves at once to leave (resnet50 at batch 8192 on 1024
          * Lassen ranks: conv26 split by n512c2 keeps the buckets from
          * paying for the last stage's n256c2f2, which alone pays 9.5%). */
-        int uni[G.n], pol;
-        refine(&m, &G, o, choice, 0);
-        if (isfinite(best_uniform(&m, &G, o, uni))) {
-            refine(&m, &G, o, uni, 1);
-            if (predict(&m, &G, uni, o, &pol) < predict(&m, &G, choice, o, &pol))
-                memcpy(choice, uni, sizeof uni);
+        int uni[G.n], from_uni[G.n], cut[G.n], pol, nb = cut_points(&G, cut);
+        double best_uni = best_uniform(&m, &G, o, uni);
+        refine(&m, &G, o, cut, nb, choice, 0);
+        if (isfinite(best_uni)) {
+            memcpy(from_uni, uni, sizeof uni);
+            refine(&m, &G, o, cut, nb, from_uni, 1);
+            if (predict(&m, &G, from_uni, o, &pol) < predict(&m, &G, choice, o, &pol))
+                memcpy(choice, from_uni, sizeof from_uni);
         }
-        keep_best(&m, &G, o, choice);
+        keep_best(&m, &G, o, uni, best_uni, choice);
     }
     if (!err)
         err = fill_plan(&m, &G, choice, o, chain_time, p);
