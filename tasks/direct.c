@@ -26,6 +26,7 @@
  * the broadcasts (on the weights, which a non-root rank broadcasts into
  * without waiting for its reduction) each have a communicator, and each
  * stream is ordered by its vector. */
+#define _GNU_SOURCE /* pthread_setname_np */
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -75,6 +76,7 @@ static void complete(struct pending *p)
 static void *poll_main(void *arg)
 {
     (void)arg;
+    pthread_setname_np(pthread_self(), "sc-direct"); /* as top -H shows it, beside sc-cpuN and StarPU's MPI */
     pthread_mutex_lock(&poll_lock);
     for (;;) {
         while (!poll_head)
