@@ -102,6 +102,8 @@ struct cand {
                                * may wait behind (m->busy) */
     int group;                /* ranks it runs over */
     double update, memory;
+    double filter; /* of bwd: the weight gradient's kernels (--fc-replicate
+                    * has every rank compute them for every rank's samples) */
 };
 
 struct model {
@@ -119,6 +121,7 @@ struct model {
                      * level, not copies in memory): gradient collectives
                      * and the exchanges between layers share it */
     const char *missing_layer;
+    int replicate; /* --fc-replicate: the first this many [connected] layers */
     int rpn; /* ranks per node: > 0, two levels (the calibration's node record);
               * 0, one level */
 };
@@ -484,9 +487,10 @@ static int add_time(void *ctx, const struct sc_layer_work *w, enum role role, in
  * and filter gradients are two tasks, 1 for a single one), and how many
  * tasks they take. */
 static int kernel_times(const struct model *m, const struct sc_layer *l, const struct sc_grid *g, const struct block *b,
-                        double *fwd, double *bwd, double *fwd_in, double *bwd_in, double *one_bwd, int *tasks)
+                        double *fwd, double *bwd, double *fwd_in, double *bwd_in, double *one_bwd, double *filter,
+                        int *tasks)
 {
-    *fwd_in = *bwd_in = 0;
+    *fwd_in = *bwd_in = *filter = 0;
     *one_bwd = 1;
     double in = (double)b->cin * sc_box_area(b->ib), out = (double)b->cout * sc_box_area(b->ob);
     if (!l->ops->work) {
@@ -512,6 +516,7 @@ static int kernel_times(const struct model *m, const struct sc_layer *l, const s
         *bwd += 12.0 * b->nt * out / m->c->stream;
     *fwd_in = t.fwd_in;
     *bwd_in = t.bwd_in;
+    *filter = t.filter;
     if (t.data > 0 && t.filter > 0)
         *one_bwd = (t.data > t.filter ? t.data : t.filter) / (t.data + t.filter);
     *tasks = t.tasks;
@@ -679,10 +684,11 @@ static int model_candidate(struct model *m, const struct sc_layer *l, const stru
     memset(c, 0, sizeof *c);
     c->g = *g;
     struct block b = block_of(m->B, m->W, l, g);
-    double kf = 0, kb = 0, kf_in = 0, kb_in = 0, one_bwd = 1;
+    double kf = 0, kb = 0, kf_in = 0, kb_in = 0, one_bwd = 1, filter = 0;
     int err, tasks = 0;
-    if ((err = kernel_times(m, l, g, &b, &kf, &kb, &kf_in, &kb_in, &one_bwd, &tasks)))
+    if ((err = kernel_times(m, l, g, &b, &kf, &kb, &kf_in, &kb_in, &one_bwd, &filter, &tasks)))
         return err;
+    c->filter = filter * m->oversub;
     /* The input block each rank loads (src/net_step.c): a task of its
      * own, before the layer's, so no message of the layer waits for it */
     double load = first_layer(l) && m->c->load > 0 ? (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load : 0;
@@ -1052,6 +1058,32 @@ static void share_wire(int n, const double *arr, const double *work, double *don
  * collectives, so an iteration takes the longest of its compute chain,
  * the wire's work, and for every layer, the time its collective ends less
  * the forward before that layer. */
+/* The layers --fc-replicate replicates, as the runtime picks them
+ * (src/net_plan.c): the first m->replicate with a weight gradient task of
+ * their own ([connected]).  Sets rep[v] for each node; returns how many. */
+static int replicated(const struct model *m, const struct graph *G, int *rep)
+{
+    int left = m->replicate;
+    for (int v = 0; v < G->n; v++) {
+        const struct sc_layer *l = &m->net->layers[G->node[v].layer];
+        rep[v] = left > 0 && l->ops->param_grad && l->nparams > 0;
+        left -= rep[v];
+    }
+    return m->replicate - left;
+}
+
+/* A replicated layer's collectives over group ranks instead of its
+ * gradient's allreduce: the allgathers of the whole batch's inputs and
+ * errors (*bytes in all).  An allgather moves what the second half of a
+ * ring allreduce of the same bytes moves: half the calibrated
+ * allreduce, each. */
+static double gather_time(const struct model *m, const struct sc_layer *l, int group, double *bytes)
+{
+    double x = 4.0 * m->B * l->in.c * l->in.h * l->in.w, dy = 4.0 * m->B * l->out.c * l->out.h * l->out.w;
+    *bytes = x + dy;
+    return 0.5 * (sc_calib_allreduce(m->c, group, x) + sc_calib_allreduce(m->c, group, dy));
+}
+
 static double timeline(const struct model *m, const struct graph *G, const int *choice, const double *efwd,
                        const double *ebwd, int rounds, enum policy pol)
 {
@@ -1068,7 +1100,8 @@ static double timeline(const struct model *m, const struct graph *G, const int *
     double arr[2 * G->n + 1], work[2 * G->n + 1], done[2 * G->n + 1];
     int flow_of[G->n], bucket[G->n], nflows = 0, nbucket = 0;
     double chan = 0, upd = 0, pending = 0;
-    int group = 0;
+    int group = 0, rep[G->n];
+    replicated(m, G, rep);
 #define FLOW(at, w) (arr[nflows] = (at), work[nflows] = (w), nflows++)
 /* The collective of the bucket's pending bytes over group, issued now:
  * one flow on the wire for every layer in the bucket. */
@@ -1107,6 +1140,20 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         upd += c->update;
         if (c->group <= 1)
             continue;
+        if (rep[v]) {
+            /* Both allgathers priced where the errors' starts: the inputs'
+             * one, issued in forward, has only the layers after it to hide
+             * behind, few after a network's [connected] layers.  Then
+             * every rank computes the other ranks' shares of the weight
+             * gradient too, beside the next iteration's forward like the
+             * update. */
+            double bytes, a = gather_time(m, &m->net->layers[G->node[v].layer], c->group, &bytes);
+            flow_of[v] = FLOW(t, a);
+            collective(m, &t, &chan, c->group, bytes, a, v > 0, c->task_b);
+            wire += a;
+            upd += (c->group - 1) * c->filter;
+            continue;
+        }
         if (pol == POL_LAYER) {
             flow_of[v] = FLOW(t, c->ar_time);
             collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0, c->task_b);
@@ -1279,13 +1326,16 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     if (!p->grid || !p->layer)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     double efwd[G->n], ebwd[G->n];
+    int rep[G->n];
     edges_of(G, choice, efwd, ebwd);
+    p->fc_replicate = replicated(m, G, rep);
     for (int v = 0; v < G->n; v++) {
         const struct cand *c = &G->node[v].cand[choice[v]];
         struct sc_plan_cost *pc = &p->layer[G->node[v].layer];
         sc_grid_format(&c->g, p->grid[G->node[v].layer], sizeof p->grid[0]);
-        *pc = (struct sc_plan_cost){c->compute, c->halo,   c->channels, efwd[v] + ebwd[v],
-                                    c->ar_time, c->update, c->memory};
+        double bytes,
+            ar = rep[v] && c->group > 1 ? gather_time(m, &net->layers[G->node[v].layer], c->group, &bytes) : c->ar_time;
+        *pc = (struct sc_plan_cost){c->compute, c->halo, c->channels, efwd[v] + ebwd[v], ar, c->update, c->memory};
         p->total.compute += pc->compute;
         p->total.halo += pc->halo;
         p->total.channels += pc->channels;
@@ -1475,6 +1525,21 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         return sc_error(SC_ERR_ARG, "ranks %d: must be 1 to %d", o->ranks, MAXP);
     if (o->batch < 1)
         return sc_error(SC_ERR_ARG, "batch %d: must be at least 1", o->batch);
+    if (o->fc_replicate < 0)
+        return sc_error(SC_ERR_ARG, "--fc-replicate %d: must be 0 or more", o->fc_replicate);
+    char sample[16];
+    struct sc_plan_opts with_sample;
+    if (o->fc_replicate > 0 && o->ranks > 1) {
+        /* The runtime replicates under sample parallelism only. */
+        struct sc_grid g;
+        snprintf(sample, sizeof sample, "n%d", o->ranks);
+        if (o->grid && (strchr(o->grid, '=') || sc_grid_parse(o->grid, o->ranks, &g) || ext(&g, SC_DIM_N) != o->ranks))
+            return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (%s), not %s", sample,
+                            o->grid);
+        with_sample = *o;
+        with_sample.grid = sample;
+        o = &with_sample;
+    }
     if (o->ranks > 1 && c->p2p_alpha < 0)
         return sc_error(SC_ERR_PARSE, "the calibration has no communication times (it was made on one rank)");
     if (c->stream <= 0)
@@ -1491,6 +1556,7 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
                       .B = o->batch,
                       .W = o->workers > 0 ? o->workers : c->workers,
                       .oversub = 1,
+                      .replicate = o->ranks > 1 ? o->fc_replicate : 0,
                       .rpn = c->ranks_per_node};
     if (m.W < 1)
         m.W = 1;
@@ -1677,6 +1743,11 @@ void sc_plan_print(FILE *fp, const struct sc_net *net, const struct sc_plan *p)
             1e3 * t->halo, 1e3 * t->channels, 1e3 * t->redistribute, 1e3 * t->allreduce, 1e3 * t->update,
             t->memory / 1e6);
     fprintf(fp, "gradient communication: --grad-comm %s (allreduce is before hiding behind backward)\n", p->grad_comm);
+    if (p->fc_replicate)
+        fprintf(fp,
+                "--fc-replicate %d: those [connected] layers' allreduce column is their inputs' and errors' "
+                "allgathers\n",
+                p->fc_replicate);
     fprintf(fp, "predicted time per iteration: %.3f ms\n", 1e3 * p->time);
 }
 
@@ -1684,8 +1755,10 @@ void sc_plan_print_json(FILE *fp, const struct sc_net *net, const struct sc_plan
 {
     char spec[4096];
     sc_plan_parallel_spec(net, p, spec, sizeof spec);
-    fprintf(fp, "{\"ranks\": %d, \"batch\": %d, \"time\": %.9g, \"grad_comm\": \"%s\", \"parallel\": \"%s\",\n",
-            o->ranks, o->batch, p->time, p->grad_comm, spec);
+    fprintf(fp,
+            "{\"ranks\": %d, \"batch\": %d, \"time\": %.9g, \"grad_comm\": \"%s\", \"fc_replicate\": %d, "
+            "\"parallel\": \"%s\",\n",
+            o->ranks, o->batch, p->time, p->grad_comm, p->fc_replicate, spec);
     const struct sc_plan_cost *t = &p->total;
     fprintf(fp,
             " \"total\": {\"compute\": %.9g, \"halo\": %.9g, \"channels\": %.9g, \"redistribute\": %.9g, "

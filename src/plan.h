@@ -17,7 +17,9 @@
  *    reduce-scatter of dx);
  *  - allreduce: the segmented gradient allreduce over the ranks holding
  *    the same weights, less the part hidden behind the backward pass of
- *    the layers before it (or, under --grad-comm end, none hidden);
+ *    the layers before it (or, under --grad-comm end, none hidden); for a
+ *    layer --fc-replicate replicates, the allgathers of its inputs and
+ *    errors instead, and the whole batch's weight gradient on every rank;
  *  - update: the SGD step over the rank's share of the parameters;
  *  - memory: activations, their gradients and parameter state per rank.
  * No MPI, no StarPU: every rank computes the same plan from the same
@@ -40,6 +42,10 @@ struct sc_plan_opts {
     double mix_margin;     /* a search's plan that mixes distributions is kept only
                             * if it beats every uniform one by more than this
                             * fraction (SC_PLAN_MIX_MARGIN; 0: by anything) */
+    int fc_replicate;      /* as --fc-replicate F: the first F [connected] layers
+                            * gather their inputs and errors instead of reducing
+                            * their gradient (sample parallelism only: with it the
+                            * plan is n<ranks>, not searched) */
 };
 
 /* The margin starconv-plan and starconv-train give a mixed plan.  Its
@@ -65,6 +71,7 @@ struct sc_plan {
     double chain_time;  /* chains: Dryden's shortest path's optimum, which must equal
                          * the elimination's (a cross-check); < 0 otherwise */
     long candidates;    /* candidates considered, over all layers */
+    int fc_replicate;   /* [connected] layers priced as --fc-replicate replicates them */
 };
 
 /* Plan (or, with o->grid, predict) net on o->ranks ranks.  SC_ERR_ARG for

@@ -44,6 +44,10 @@ static const char usage[] =
     "  --mem-limit BYTES    the most memory a rank may use (default: none)\n"
     "  --parallel GRID      predict this grid for every layer instead of searching\n"
     "  --grad-comm MODE     layer, bucket:25 or end (default: the best of the three)\n"
+    "  --fc-replicate F     price the first F [connected] layers as starconv-train\n"
+    "                       --fc-replicate F runs them (inputs and errors gathered, the\n"
+    "                       weight gradient on every rank); sample parallelism only, so\n"
+    "                       the plan is n<ranks> (default 0: not searched)\n"
     "  --json               print the plan as JSON\n"
     "  --reps N             calibrate: passes over the kernels, and timed repetitions of\n"
     "                       each other measurement (default 7)\n"
@@ -72,7 +76,7 @@ static const char usage[] =
 struct opts {
     const char *model, *calibration, *grid, *grad_comm, *machine, *data;
     enum sc_calibrate_device device;
-    int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks;
+    int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks, fc_replicate;
     double mem_limit;
 };
 
@@ -111,6 +115,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
         {"mem-limit", required_argument, 0, 'M'},
         {"parallel", required_argument, 0, 'G'},
         {"grad-comm", required_argument, 0, 'g'},
+        {"fc-replicate", required_argument, 0, 'F'},
         {"json", no_argument, 0, 'j'},
         {"reps", required_argument, 0, 'r'},
         {"machine", required_argument, 0, 'X'},
@@ -173,6 +178,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
         case 'g':
             o->grad_comm = optarg;
             break;
+        case 'F':
+            err = parse_int(name, optarg, 0, 1 << 20, &o->fc_replicate);
+            break;
         case 'j':
             o->json = 1;
             break;
@@ -207,6 +215,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
                                    "--device cpu");
     if (!err && o->machine && o->calibrate)
         err = sc_error(SC_ERR_ARG, "calibrate measures this machine; --machine describes another");
+    if (!err && o->fc_replicate && (o->calibrate || o->machine))
+        err = sc_error(SC_ERR_ARG, "--fc-replicate is an option of a plan on this machine (not of calibrate or "
+                                   "--machine)");
     if (!err && !o->calibrate && !o->machine && !o->ranks)
         err = sc_error(SC_ERR_ARG, "--ranks P is required (see --help)");
     return err;
@@ -216,7 +227,8 @@ static int plan(const struct opts *o, const struct sc_net *net)
 {
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {o->ranks, o->batch, o->workers, o->mem_limit, o->grid, o->grad_comm, SC_PLAN_MIX_MARGIN};
+    struct sc_plan_opts po = {o->ranks, o->batch,     o->workers,         o->mem_limit,
+                              o->grid,  o->grad_comm, SC_PLAN_MIX_MARGIN, o->fc_replicate};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
         err = sc_error(err,
@@ -238,7 +250,10 @@ static int plan(const struct opts *o, const struct sc_net *net)
             printf("%s on %d ranks x %d workers, batch %d (calibration %s: %s)\n", o->model, o->ranks,
                    o->workers ? o->workers : c->workers, o->batch, o->calibration, c->machine);
             sc_plan_print(stdout, net, p);
-            printf("starconv-train --parallel %s --grad-comm %s\n", spec, p->grad_comm);
+            printf("starconv-train --parallel %s --grad-comm %s", spec, p->grad_comm);
+            if (p->fc_replicate)
+                printf(" --fc-replicate %d", p->fc_replicate);
+            printf("\n");
         }
     }
     sc_plan_free(p);
@@ -334,7 +349,7 @@ static int calibrate_cuda(struct opts *o, const struct sc_net *net)
         err = sc_error(SC_ERR_ARG, "%s holds kernel times of '%s', not of '%s': calibrate into another file",
                        o->calibration, was, c->machine);
     if (!err) {
-        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0};
+        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0};
         c->workers = 1;
         double t0 = now_s();
         err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CUDA, stderr);
@@ -372,7 +387,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
-        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0};
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0};
         c->workers = o->workers;
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);

@@ -385,7 +385,7 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
                                                         : "starconv-calibration.txt";
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {rt->size, o->batch, rt->ncpu, o->mem_limit, NULL, NULL, SC_PLAN_MIX_MARGIN};
+    struct sc_plan_opts po = {rt->size, o->batch, rt->ncpu, o->mem_limit, NULL, NULL, SC_PLAN_MIX_MARGIN, 0};
     char how[512];
     snprintf(how, sizeof how,
              "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s", rt->size,

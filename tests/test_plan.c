@@ -83,14 +83,14 @@ static struct sc_calib *calib(double alpha, double beta)
 static void fill(struct sc_calib *c, const struct sc_net *net, int P, int B, int mode)
 {
     struct fill f = {c, mode};
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0};
     sc_plan_kernels(net, &o, add_kernel, &f);
 }
 
 static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, int P, int B, const char *grid,
                             double mem_limit)
 {
-    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0};
+    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -100,7 +100,7 @@ static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, 
 static struct sc_plan *plan_margin(const struct sc_net *net, const struct sc_calib *c, int P, int B,
                                    const char *grad_comm, double margin)
 {
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -157,11 +157,53 @@ static void test_allreduce_timeline(void)
     check(p && near(p->layer[1].allreduce, ar_fc) && near(p->layer[0].allreduce, ar_conv),
           "n2: per-layer allreduce from the calibration's points");
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0};
     sc_plan_make(net, c, &o, &p);
     check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g", p ? p->time : -1,
           end);
     sc_plan_free(p);
+    sc_calib_free(c);
+    sc_net_destroy(net);
+}
+
+/* --fc-replicate 1 on the same network and calibration: the fc's
+ * allreduce gives way to the allgathers of its inputs (2 samples x 32
+ * floats, 256 bytes) and errors (80 bytes), each half the calibrated
+ * allreduce of its bytes, and each rank computes the other rank's share
+ * of the fc's weight gradient (G2) beside the update.  Per layer the fc's
+ * collective hid behind conv's backward anyway, so replication costs G2;
+ * at the end, conv's gradient goes alone (80 bytes) instead of with the
+ * fc's (1400). */
+static void test_fc_replicate(void)
+{
+    struct sc_net *net = model("m2.cfg", m2_text);
+    struct sc_calib *c = calib(0, 0);
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 100, 1e-3);
+    sc_calib_add_allreduce(c, 2, 10000, 2e-3);
+    double s = 1e9, upd = 20.0 * 350 / s;
+    double t_end = F1 + F2 + 80 / s + 160 / s + D2 + G2 + G1;
+    double gather = 0.5 * (1e-3 + 156.0 / 9900 * 1e-3 + 1e-3), ar_all = 1e-3 + 1300.0 / 9900 * 1e-3;
+    const char *pol[2] = {"layer", "end"};
+    double want[2][2] = {{t_end + 1e-3 + upd, t_end + 1e-3 + upd + G2},
+                         {t_end + ar_all + upd, t_end + 1e-3 + upd + G2}};
+    for (int k = 0; k < 2; k++)
+        for (int f = 0; f < 2; f++) {
+            /* f: no grid, which --fc-replicate makes n2; 5: as many as there are, 1 */
+            struct sc_plan_opts o = {2, 2, 1, 0, f ? NULL : "n2", pol[k], 0, f ? 5 : 0};
+            struct sc_plan *p = NULL;
+            sc_plan_make(net, c, &o, &p);
+            check(p && near(p->time, want[k][f]) && p->fc_replicate == f && !strcmp(p->grid[1], "n2") &&
+                      (!f || near(p->layer[1].allreduce, gather)),
+                  "--grad-comm %s --fc-replicate %d: %.9g s = %.9g s, fc's collectives %.9g s", pol[k], f,
+                  p ? p->time : -1, want[k][f], p ? p->layer[1].allreduce : -1);
+            sc_plan_free(p);
+        }
+    struct sc_plan_opts o = {2, 2, 1, 0, "c2", NULL, 0, 1};
+    struct sc_plan *p = NULL;
+    int err = sc_plan_make(net, c, &o, &p);
+    check(err == SC_ERR_ARG && !p && strstr(sc_last_error(), "sample parallelism only"),
+          "--fc-replicate with c2: refused (%s)", sc_last_error());
     sc_calib_free(c);
     sc_net_destroy(net);
 }
@@ -180,7 +222,7 @@ static void test_next_forward(void)
     fill(c, net, 2, 2, FIXED);
     sc_calib_add_allreduce(c, 2, 80, 1e-3);
     sc_calib_add_allreduce(c, 2, 1320, 0.1);
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0, 0};
     struct sc_plan *p = NULL;
     sc_plan_make(net, c, &o, &p);
     double s = 1e9, upd = 20.0 * 350 / s, t_fc = F1 + F2 + 80 / s + 160 / s + D2 + G2;
@@ -208,7 +250,7 @@ static void test_shared_memory_policy(void)
     double s = 1e9, upd = 20.0 * 350 / s;
     double t_end = F1 + F2 + 80 / s + 160 / s + D2 + G2 + G1;
     double ar_fc = 1e-3 + (1320.0 - 100) / 9900 * 1e-3, ar_conv = 1e-3, ar_all = 1e-3 + 1300.0 / 9900 * 1e-3;
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0, 0};
     struct sc_plan *p = NULL;
     sc_plan_make(net, c, &o, &p);
     double layer = t_end + ar_fc + ar_conv + upd, end = t_end + ar_all + upd;
@@ -740,7 +782,7 @@ static void test_two_levels(void)
     sc_plan_free(p);
     c->ranks_per_node = 2;
     c->p2p_node_beta = -1;
-    struct sc_plan_opts o = {4, 4, 1, 0, NULL, NULL, 0};
+    struct sc_plan_opts o = {4, 4, 1, 0, NULL, NULL, 0, 0};
     int err = sc_plan_make(net, c, &o, &p);
     check(err == SC_ERR_ARG && strstr(sc_last_error(), "within-node link"), "no node link: %s", sc_last_error());
     sc_calib_free(c);
@@ -789,7 +831,7 @@ static void test_search_follows_network(void)
     check(p && p->total.memory <= mem * 0.9, "--mem-limit %.0f: the plan takes %.0f", mem * 0.9,
           p ? p->total.memory : 0);
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 1000, NULL, NULL, 0};
+    struct sc_plan_opts o = {2, 2, 1, 1000, NULL, NULL, 0, 0};
     int err = sc_plan_make(net, c, &o, &p);
     check(err == SC_ERR_ARG && strstr(sc_last_error(), "mem-limit"), "--mem-limit 1000: refused (%s)", sc_last_error());
     sc_calib_free(c);
@@ -881,7 +923,7 @@ static void test_search_against_brute_force(void)
             for (int l = 0, k = code; l < 4; l++, k /= 8)
                 len += snprintf(spec + len, sizeof spec - len, "%s=%s,", names[l], grids[k % 8]);
             snprintf(spec + len, sizeof spec - len, "fc1=n4,loss1=n4");
-            struct sc_plan_opts o = {4, 8, 1, 0, spec, NULL, 0};
+            struct sc_plan_opts o = {4, 8, 1, 0, spec, NULL, 0, 0};
             struct sc_plan *p = NULL;
             if (sc_plan_make(net, c, &o, &p))
                 continue; /* a grid this layer cannot take */
@@ -911,7 +953,7 @@ static void test_missing(void)
 {
     struct sc_net *net = model("m2.cfg", m2_text);
     struct sc_calib *c = calib(1e-5, 1e-9);
-    struct sc_plan_opts o = {1, 2, 1, 0, NULL, NULL, 0};
+    struct sc_plan_opts o = {1, 2, 1, 0, NULL, NULL, 0, 0};
     struct sc_plan *p = NULL;
     int err = sc_plan_make(net, c, &o, &p);
     check(err == SC_ERR_PARSE && strstr(sc_last_error(), "conv n=2 c=1 h=4 w=4 f=2"), "no kernels: %s",
@@ -936,6 +978,7 @@ int main(void)
     }
     test_compute();
     test_allreduce_timeline();
+    test_fc_replicate();
     test_next_forward();
     test_shared_memory_policy();
     test_bn_statistics();
