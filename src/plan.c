@@ -1518,6 +1518,41 @@ static void keep_best(const struct model *m, const struct graph *G, const struct
         memcpy(choice, uni, sizeof(int) * G->n);
 }
 
+/* --fc-replicate as a search's option: n<P> everywhere with the first F
+ * [connected] layers replicated, for each F, against the plan found;
+ * taken (choice, m->replicate) if it beats it by more than the mix margin,
+ * as a mix must beat the uniform plans (a change of the runtime's
+ * schedule the measurements priced less surely than plain sample
+ * parallelism).  Memory is not priced here: not under --mem-limit. */
+static void try_replication(struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
+{
+    int sample[G->n], nfc = 0, pol;
+    for (int v = 0; v < G->n; v++) {
+        const struct node *nd = &G->node[v];
+        const struct sc_layer *l = &m->net->layers[nd->layer];
+        sample[v] = -1;
+        for (int k = 0; k < nd->ncand && sample[v] < 0; k++)
+            if (ext(&nd->cand[k].g, SC_DIM_N) == m->P)
+                sample[v] = k;
+        if (sample[v] < 0)
+            return;
+        nfc += l->ops->param_grad && l->nparams > 0;
+    }
+    if (!nfc || !feasible(G, sample))
+        return;
+    double best = predict(m, G, choice, o, &pol) * (1 - o->mix_margin);
+    int keep = 0;
+    for (int f = 1; f <= nfc; f++) {
+        m->replicate = f;
+        double t = predict(m, G, sample, o, &pol);
+        if (pol >= 0 && t < best)
+            best = t, keep = f;
+    }
+    m->replicate = keep;
+    if (keep)
+        memcpy(choice, sample, sizeof sample);
+}
+
 int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struct sc_plan_opts *o, struct sc_plan **out)
 {
     *out = NULL;
@@ -1525,8 +1560,6 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         return sc_error(SC_ERR_ARG, "ranks %d: must be 1 to %d", o->ranks, MAXP);
     if (o->batch < 1)
         return sc_error(SC_ERR_ARG, "batch %d: must be at least 1", o->batch);
-    if (o->fc_replicate < 0)
-        return sc_error(SC_ERR_ARG, "--fc-replicate %d: must be 0 or more", o->fc_replicate);
     char sample[16];
     struct sc_plan_opts with_sample;
     if (o->fc_replicate > 0 && o->ranks > 1) {
@@ -1556,7 +1589,7 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
                       .B = o->batch,
                       .W = o->workers > 0 ? o->workers : c->workers,
                       .oversub = 1,
-                      .replicate = o->ranks > 1 ? o->fc_replicate : 0,
+                      .replicate = o->ranks > 1 && o->fc_replicate > 0 ? o->fc_replicate : 0,
                       .rpn = c->ranks_per_node};
     if (m.W < 1)
         m.W = 1;
@@ -1642,6 +1675,8 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
         }
         keep_best(&m, &G, o, uni, best_uni, choice);
     }
+    if (!err && !o->grid && o->fc_replicate < 0 && m.P > 1 && o->mem_limit <= 0)
+        try_replication(&m, &G, o, choice);
     if (!err)
         err = fill_plan(&m, &G, choice, o, chain_time, p);
     free(choice);

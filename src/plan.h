@@ -44,8 +44,10 @@ struct sc_plan_opts {
                             * fraction (SC_PLAN_MIX_MARGIN; 0: by anything) */
     int fc_replicate;      /* as --fc-replicate F: the first F [connected] layers
                             * gather their inputs and errors instead of reducing
-                            * their gradient (sample parallelism only: with it the
-                            * plan is n<ranks>, not searched) */
+                            * their gradient (sample parallelism only: with F > 0
+                            * the plan is n<ranks>, not searched); 0: none; < 0:
+                            * the search also tries n<ranks> with each F and keeps
+                            * one that beats its plan by more than mix_margin */
 };
 
 /* The margin starconv-plan and starconv-train give a mixed plan.  Its

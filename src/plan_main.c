@@ -47,7 +47,8 @@ static const char usage[] =
     "  --fc-replicate F     price the first F [connected] layers as starconv-train\n"
     "                       --fc-replicate F runs them (inputs and errors gathered, the\n"
     "                       weight gradient on every rank); sample parallelism only, so\n"
-    "                       the plan is n<ranks> (default 0: not searched)\n"
+    "                       the plan is n<ranks>; 0: none (default: the search tries\n"
+    "                       n<ranks> with each F too)\n"
     "  --json               print the plan as JSON\n"
     "  --reps N             calibrate: passes over the kernels, and timed repetitions of\n"
     "                       each other measurement (default 7)\n"
@@ -215,7 +216,7 @@ static int parse_args(int argc, char **argv, struct opts *o)
                                    "--device cpu");
     if (!err && o->machine && o->calibrate)
         err = sc_error(SC_ERR_ARG, "calibrate measures this machine; --machine describes another");
-    if (!err && o->fc_replicate && (o->calibrate || o->machine))
+    if (!err && o->fc_replicate >= 0 && (o->calibrate || o->machine))
         err = sc_error(SC_ERR_ARG, "--fc-replicate is an option of a plan on this machine (not of calibrate or "
                                    "--machine)");
     if (!err && !o->calibrate && !o->machine && !o->ranks)
@@ -422,7 +423,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.batch = 64, .reps = 7, .max_ranks = 1024};
+    struct opts o = {.batch = 64, .reps = 7, .max_ranks = 1024, .fc_replicate = -1};
     int err = parse_args(argc, argv, &o);
     if (err > 0) {
         if (is_rank0())

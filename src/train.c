@@ -385,7 +385,11 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
                                                         : "starconv-calibration.txt";
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {rt->size, o->batch, rt->ncpu, o->mem_limit, NULL, NULL, SC_PLAN_MIX_MARGIN, 0};
+    /* --fc-replicate F > 0 given: priced as given (the plan is then n<P>);
+     * else the planner may choose it. */
+    struct sc_plan_opts po = {
+        rt->size, o->batch, rt->ncpu,           o->mem_limit,
+        NULL,     NULL,     SC_PLAN_MIX_MARGIN, o->comm.fc_replicate > 0 ? o->comm.fc_replicate : -1};
     char how[512];
     snprintf(how, sizeof how,
              "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s", rt->size,
@@ -408,11 +412,15 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
         o->comm.parallel = o->parallel_auto;
         if (!o->grad_comm_given)
             err = sc_comm_opts_parse_grad(p->grad_comm, &o->comm);
+        o->comm.fc_replicate = p->fc_replicate;
         if (rt->rank == 0) {
             printf("--parallel auto (calibration %s): predicted %.3f ms per iteration\n", path, 1e3 * p->time);
             sc_plan_print(stdout, net, p);
-            printf("plan: --parallel %s --grad-comm %s\n", o->parallel_auto,
+            printf("plan: --parallel %s --grad-comm %s", o->parallel_auto,
                    o->grad_comm_given ? "(as given)" : p->grad_comm);
+            if (p->fc_replicate)
+                printf(" --fc-replicate %d", p->fc_replicate);
+            printf("\n");
             fflush(stdout);
         }
     }

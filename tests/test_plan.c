@@ -205,6 +205,26 @@ static void test_fc_replicate(void)
     check(err == SC_ERR_ARG && !p && strstr(sc_last_error(), "sample parallelism only"),
           "--fc-replicate with c2: refused (%s)", sc_last_error());
     sc_calib_free(c);
+    /* A search free to replicate (fc_replicate < 0): with the fc's
+     * allreduce at 0.1 s and a message at 50 ms (no split of the fc
+     * without messages), n2 with the fc replicated (its allgathers 8 ms)
+     * beats every plan without. */
+    c = calib(0.05, 0);
+    fill(c, net, 2, 2, FIXED);
+    sc_calib_add_allreduce(c, 2, 80, 1e-3);
+    sc_calib_add_allreduce(c, 2, 1320, 0.1);
+    struct sc_plan_opts none = {2, 2, 1, 0, NULL, NULL, 0.05, 0}, free = none;
+    free.fc_replicate = -1;
+    struct sc_plan *q = NULL;
+    sc_plan_make(net, c, &none, &q);
+    sc_plan_make(net, c, &free, &p);
+    check(p && q && p->fc_replicate == 1 && !strcmp(p->grid[0], "n2") && !strcmp(p->grid[1], "n2") &&
+              p->time < 0.95 * q->time && q->fc_replicate == 0,
+          "the search replicates the fc: %.6f s (%s/%s, F=%d) against %.6f s without", p ? p->time : -1,
+          p ? p->grid[0] : "?", p ? p->grid[1] : "?", p ? p->fc_replicate : -1, q ? q->time : -1);
+    sc_plan_free(p);
+    sc_plan_free(q);
+    sc_calib_free(c);
     sc_net_destroy(net);
 }
 
