@@ -54,6 +54,44 @@ else
   fail "--parallel auto: $(tail -1 "$WORK/log")"
 fi
 
+# A network whose fully connected layer holds most of the weights (lenet:
+# fc1 800x500), collectives 1000 times slower and messages of 1 s: the
+# search replicates the fc (--fc-replicate) under n2, and --parallel auto
+# trains with it to the same weights as the same options given, and as
+# one rank.
+LENET="$TOP_SRCDIR/models/lenet.cfg"
+if STARPU_NCPU=1 "$MPIRUN" 2 "$PLAN" calibrate --model "$LENET" --batch 8 --reps 1 --calibration "$WORK/lenet.txt" \
+  >"$WORK/log" 2>&1; then
+  awk '$1 == "allreduce" { $4 = $4 * 1000 } $1 == "p2p" { $2 = 1 } { print }' "$WORK/lenet.txt" >"$WORK/lenet-slow.txt"
+  "$PLAN" --model "$LENET" --ranks 2 --batch 8 --calibration "$WORK/lenet-slow.txt" >"$WORK/plan" 2>&1
+  grep -q '^starconv-train --parallel conv1=n2,.* --fc-replicate [12]$' "$WORK/plan" &&
+    ok "slow collectives on lenet: $(tail -1 "$WORK/plan" | sed 's/.*--grad-comm/--grad-comm/')" ||
+    fail "slow collectives on lenet: no --fc-replicate ($(tail -1 "$WORK/plan"))"
+  if run 2 1 --model "$LENET" $common --parallel auto --calibration "$WORK/lenet-slow.txt" \
+    --save "$WORK/auto-fc.safetensors" >"$WORK/log" 2>&1; then
+    took=$(sed -n 's/^plan: --parallel \([^ ]*\) --grad-comm \([^ ]*\) --fc-replicate \([0-9]*\)$/\1 \2 \3/p' "$WORK/log")
+    [ "$took" ] && ok "--parallel auto took --fc-replicate: ${took##* }" || fail "--parallel auto: no --fc-replicate"
+    set -- $took
+    if [ "$took" ] && run 2 1 --model "$LENET" $common --parallel "$1" --grad-comm "$2" --fc-replicate "$3" \
+      --save "$WORK/explicit-fc.safetensors" >/dev/null 2>&1 &&
+      "$COMPARE" "$WORK/auto-fc.safetensors" "$WORK/explicit-fc.safetensors" 0 >/dev/null; then
+      ok "--parallel auto with --fc-replicate equals the explicit options (bit for bit)"
+    else
+      fail "--parallel auto with --fc-replicate differs from the explicit options"
+    fi
+    if run 1 1 --model "$LENET" $common --save "$WORK/ref-fc.safetensors" >/dev/null 2>&1 &&
+      "$COMPARE" "$WORK/auto-fc.safetensors" "$WORK/ref-fc.safetensors" 1e-5 >/dev/null; then
+      ok "--parallel auto with --fc-replicate matches 1 rank (relative 1e-5)"
+    else
+      fail "--parallel auto with --fc-replicate differs from 1 rank"
+    fi
+  else
+    fail "--parallel auto on lenet: $(tail -1 "$WORK/log")"
+  fi
+else
+  fail "calibrate lenet: $(tail -1 "$WORK/log")"
+fi
+
 # bench/plan-validate end to end, briefly: three strategies and the
 # planner's choice over two rounds; each strategy measured in both, the
 # rounds correlated with each other (the measurement's reproducibility).
