@@ -1048,25 +1048,21 @@ static void share_wire(int n, const double *arr, const double *work, double *don
     }
 }
 
-/* Forward, then backward layer by layer from the last (rounds: the
- * redistributions between layers that send messages); each layer's
- * gradient allreduce queues on one channel from the moment its gradient
- * is ready (layer), fills 25 MB buckets in backward order (bucket), or
- * waits for the whole backward pass (end); the update follows each.
- * The iteration is not a barrier: the next one's forward runs each layer
- * as soon as that layer is updated, over the tail of this one's
- * collectives, so an iteration takes the longest of its compute chain,
- * the wire's work, and for every layer, the time its collective ends less
- * the forward before that layer. */
-/* The layers --fc-replicate replicates, as the runtime picks them
- * (src/net_plan.c): the first m->replicate with a weight gradient task of
- * their own ([connected]).  Sets rep[v] for each node; returns how many. */
+/* A layer --fc-replicate can replicate, as the runtime picks them
+ * (src/net_plan.c): one with a weight gradient task of its own
+ * ([connected]). */
+static int replicable(const struct sc_layer *l)
+{
+    return l->ops->param_grad && l->nparams > 0;
+}
+
+/* The layers --fc-replicate replicates: the first m->replicate
+ * replicable ones.  Sets rep[v] for each node; returns how many. */
 static int replicated(const struct model *m, const struct graph *G, int *rep)
 {
     int left = m->replicate;
     for (int v = 0; v < G->n; v++) {
-        const struct sc_layer *l = &m->net->layers[G->node[v].layer];
-        rep[v] = left > 0 && l->ops->param_grad && l->nparams > 0;
+        rep[v] = left > 0 && replicable(&m->net->layers[G->node[v].layer]);
         left -= rep[v];
     }
     return m->replicate - left;
@@ -1084,6 +1080,16 @@ static double gather_time(const struct model *m, const struct sc_layer *l, int g
     return 0.5 * (sc_calib_allreduce(m->c, group, x) + sc_calib_allreduce(m->c, group, dy));
 }
 
+/* Forward, then backward layer by layer from the last (rounds: the
+ * redistributions between layers that send messages); each layer's
+ * gradient allreduce queues on one channel from the moment its gradient
+ * is ready (layer), fills 25 MB buckets in backward order (bucket), or
+ * waits for the whole backward pass (end); the update follows each.
+ * The iteration is not a barrier: the next one's forward runs each layer
+ * as soon as that layer is updated, over the tail of this one's
+ * collectives, so an iteration takes the longest of its compute chain,
+ * the wire's work, and for every layer, the time its collective ends less
+ * the forward before that layer. */
 static double timeline(const struct model *m, const struct graph *G, const int *choice, const double *efwd,
                        const double *ebwd, int rounds, enum policy pol)
 {
@@ -1536,7 +1542,7 @@ static void try_replication(struct model *m, const struct graph *G, const struct
                 sample[v] = k;
         if (sample[v] < 0)
             return;
-        nfc += l->ops->param_grad && l->nparams > 0;
+        nfc += replicable(l);
     }
     if (!nfc || !feasible(G, sample))
         return;
