@@ -19,10 +19,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "src/runtime.h"
+#include "src/runtime/runtime.h"
 #include "src/starconv.h"
-#include "src/net.h"
-#include "src/trace_run.h"
+#include "src/net/net.h"
+#include "src/runtime/trace_run.h"
 #include "tasks/tasks.h"
 
 static double now(void)

@@ -1,4 +1,4 @@
-/* libFuzzer harness for the .cfg parser (src/cfg.c).  The input is a file's
+/* libFuzzer harness for the .cfg parser (src/io/cfg.c).  The input is a file's
  * bytes.  It goes through both entry points: sc_cfg_parse_string (a C
  * string: up to the first NUL) and sc_cfg_load (the bytes as a file, NULs
  * and the size limit included).  For text without NUL both must agree.  A

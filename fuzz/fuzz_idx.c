@@ -1,4 +1,4 @@
-/* libFuzzer harness for the IDX data set reader (src/idx.c), which reads a
+/* libFuzzer harness for the IDX data set reader (src/data/idx.c), which reads a
  * pair of files from a directory.  The input is split into them:
  *
  *   byte 0      flags: bit 0 gzip the images file here, bit 1 the labels

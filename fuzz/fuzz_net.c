@@ -4,7 +4,7 @@
  * none.  A refused file gives one error line; an accepted one has layers
  * whose shapes are positive and whose sources come before them. */
 #include "fuzz_common.h"
-#include "src/net.h"
+#include "src/net/net.h"
 
 static void check_net(const struct sc_net *net)
 {

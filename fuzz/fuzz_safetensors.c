@@ -1,4 +1,4 @@
-/* libFuzzer harness for the safetensors reader (src/safetensors.c).  The
+/* libFuzzer harness for the safetensors reader (src/io/safetensors.c).  The
  * input is a file's bytes.  A file the reader refuses must give one error
  * line; a file it accepts must describe tensors inside its data section,
  * and survive a round trip through the writer unchanged. */

@@ -1,6 +1,6 @@
 # sc_check_hwloc.m4 - hwloc (topology and CPU binding) for starconv.
 #
-# SC_CHECK_HWLOC: hwloc through pkg-config, mandatory: src/cpubind.c reads
+# SC_CHECK_HWLOC: hwloc through pkg-config, mandatory: src/runtime/cpubind.c reads
 # each rank's binding and places the CPU workers with it (StarPU links it
 # too).  Sets and substitutes HWLOC_CFLAGS, HWLOC_LIBS and sc_hwloc (the
 # version, for the summary).

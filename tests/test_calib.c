@@ -1,4 +1,4 @@
-/* Calibrations (src/calib.h): the kernel keys, lookup and replacement,
+/* Calibrations (src/planner/calib.h): the kernel keys, lookup and replacement,
  * the allreduce interpolation, the file's round trip, and the malformed
  * files the loader must refuse with the line that is wrong.  No StarPU,
  * no MPI. */
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "src/calib.h"
+#include "src/planner/calib.h"
 
 #include "check.h"
 

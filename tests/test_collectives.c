@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "src/runtime.h"
+#include "src/runtime/runtime.h"
 #include "src/starconv.h"
 #include "tasks/tasks.h"
 

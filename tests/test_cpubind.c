@@ -3,7 +3,7 @@
  * cover the node, split among the ranks otherwise. */
 #include <stdio.h>
 
-#include "src/cpubind.h"
+#include "src/runtime/cpubind.h"
 
 #include "check.h"
 

@@ -62,7 +62,7 @@ fi
 # (STARPU_NCUDA=1 takes device 0), as on a test machine.  nccl: NCCL
 # refuses two ranks on one GPU ("Duplicate GPU detected"), so it needs two,
 # and leaves the CUDA workers to the default, which gives each local rank
-# a GPU of its own (src/runtime.c).
+# a GPU of its own (src/runtime/runtime.c).
 for coll in tasks nccl; do
   if [ $coll = nccl ] && [ "$ngpus" -lt 2 ]; then
     echo "skipped: 2 ranks with GPUs, --collectives nccl: $ngpus GPU here, and NCCL needs one GPU per rank"

@@ -1,11 +1,16 @@
-# The layers of the source tree include only downward (and the kernel
-# files of codelets/ include no StarPU, below):
-#   base/ (errors, boxes, grids, layouts, rng)  <  codelets/  <  tasks/  <  src/
+# The layers of the source tree include only downward, in this order
+# (lowest first; docs/ARCHITECTURE.md says what each holds):
+#   base/  codelets/  tasks/
+#   src/io/  src/data/  src/runtime/  src/layers/  src/net/  src/planner/
+#   src/report/  src/train/  src/programs/
+# src/starconv.h, the public API's umbrella header, ranks with the
+# programs: the library's own files include the header they need.
 # Every #include "..." in those folders is resolved to the folder it names
 # (a folder prefix, else the including file's own folder, else a search of
-# the four) and must not be above the including file's folder; a header of
-# another folder is named with its folder ("base/grid.h",
-# "codelets/codelets.h"), so that what a file depends on shows.
+# all) and must not be above the including file's folder; a header of
+# another folder is named with its folder ("base/grid.h", "src/net/net.h"),
+# so that what a file depends on shows.  The kernel files of codelets/
+# include no StarPU (below).
 set -u
 : "${TOP_SRCDIR:?run through make check}"
 cd "$TOP_SRCDIR" || exit 99
@@ -13,49 +18,66 @@ failures=0 nchecked=0
 found=$(mktemp "${TMPDIR:-/tmp}/layering.XXXXXX")
 trap 'rm -f "$found" "$found.fail"' EXIT
 
+LAYERS="base codelets tasks src/io src/data src/runtime src/layers src/net src/planner src/report src/train src/programs"
+ORDER=$(echo "$LAYERS" | sed 's/ / < /g')
+
 rank_of() {
-  case $1 in
-    base) echo 0 ;; codelets) echo 1 ;; tasks) echo 2 ;; src) echo 3 ;; *) echo -1 ;;
-  esac
+  local i=0 l
+  [ "$1" = src/starconv.h ] && set -- src/programs
+  for l in $LAYERS; do
+    [ "$l" = "$1" ] && { echo $i; return; }
+    i=$((i + 1))
+  done
+  echo -1
 }
 
-# folder_of FILE INCLUDE: the top folder the include resolves to ("" if none)
-folder_of() {
-  local inc=$2 dir f
-  case $inc in
-    base/* | codelets/* | tasks/* | src/*) echo "${inc%%/*}"; return ;;
-  esac
-  dir=$(dirname "$1")
-  if [ -e "$dir/$inc" ]; then
-    echo "${dir%%/*}"
-    return
-  fi
-  for f in src codelets tasks base; do
-    if [ -e "$f/$inc" ]; then
-      echo "$f"
-      return
-    fi
+# layer_of PATH: the layer folder PATH (a file or a folder) lies in ("" if none)
+layer_of() {
+  local l
+  [ "$1" = src/starconv.h ] && { echo src/starconv.h; return; }
+  for l in $LAYERS; do
+    case $1 in "$l"/*) echo "$l"; return ;; esac
   done
 }
 
-for file in $(find base codelets tasks src -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort); do
-  from=${file%%/*}
+# target_of FILE INCLUDE: the file an include names, relative to the top
+# ("" if none): as the compiler finds it, the including file's folder first,
+# then the top (-I$(srcdir)).
+target_of() {
+  local dir
+  dir=$(dirname "$1")
+  if [ -e "$dir/$2" ]; then
+    realpath -m --relative-to=. "$dir/$2"
+  elif [ -e "$2" ]; then
+    echo "$2"
+  fi
+}
+
+files=$(find base codelets tasks src -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+for file in $files; do
+  from=$(layer_of "$file")
+  if [ -z "$from" ]; then
+    echo "FAIL $file: in no layer folder ($ORDER)"
+    echo x >>"$found.fail"
+    continue
+  fi
   rfrom=$(rank_of "$from")
   grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$file" | while IFS= read -r hit; do
     line=${hit%%:*}
     inc=$(printf '%s\n' "$hit" | sed 's/^[^"]*"\([^"]*\)".*/\1/')
-    to=$(folder_of "$file" "$inc")
+    target=$(target_of "$file" "$inc")
+    to=$([ -n "$target" ] && layer_of "$target")
     if [ -z "$to" ]; then
-      echo "FAIL $file:$line: \"$inc\" is in none of base/ codelets/ tasks/ src/"
+      echo "FAIL $file:$line: \"$inc\" is in none of the layer folders"
       echo x >>"$found.fail"
       continue
     fi
     echo "$file -> $inc" >>"$found"
     if [ "$(rank_of "$to")" -gt "$rfrom" ]; then
-      echo "FAIL $file:$line: $from/ must not include $to/ (\"$inc\"): only base/ < codelets/ < tasks/ < src/, downward"
+      echo "FAIL $file:$line: $from/ must not include $to (\"$inc\"): only $ORDER, downward"
       echo x >>"$found.fail"
-    elif [ "$to" != "$from" ] && [ "${inc%%/*}" != "$to" ]; then
-      echo "FAIL $file:$line: \"$inc\" is in $to/: include it as \"$to/$inc\""
+    elif [ "$to" != "$from" ] && [ "$inc" != "$target" ]; then
+      echo "FAIL $file:$line: \"$inc\" is in $to/: include it as \"$target\""
       echo x >>"$found.fail"
     fi
   done

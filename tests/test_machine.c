@@ -1,4 +1,4 @@
-/* Machine descriptions (src/machine.h): the strict parser's errors, the
+/* Machine descriptions (src/planner/machine.h): the strict parser's errors, the
  * hierarchical ring allreduce against hand-computed values, the links the
  * planner gets within and beyond a node, kernel times from a calibration
  * file and from the roofline, and the error for a kernel neither has. */
@@ -8,8 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/machine.h"
-#include "src/plan.h"
+#include "src/planner/machine.h"
+#include "src/planner/plan.h"
 
 #include "check.h"
 

@@ -1,4 +1,4 @@
-# Where the CPU workers run (src/cpubind.c), read from the running
+# Where the CPU workers run (src/runtime/cpubind.c), read from the running
 # processes, not only from what they print:
 # - mpirun -np 1, which binds the rank to one core: the rank takes the
 #   node's cores, one worker per core, each worker thread bound to a core of

@@ -9,7 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "src/plan.h"
+#include "src/planner/plan.h"
 
 #include "check.h"
 
@@ -327,7 +327,7 @@ static struct sc_calib *calib_free_kernels(const struct sc_net *net, double alph
  *    rank 1; backward the same the other way;
  *  - halo of x: one row of 8 columns x 2 input channels x 4 samples;
  *    none of dy: conv0 is the first layer, which computes no dx (the
- *    runtime makes no dy halo for it, src/net_plan.c). */
+ *    runtime makes no dy halo for it, src/net/setup.c). */
 static void test_redistribution_and_halo(void)
 {
     struct sc_net *net = model("m1.cfg", "[net]\nchannels=2\nheight=8\nwidth=8\nclasses=10\n"
@@ -903,7 +903,7 @@ static void test_residual(void)
  * edge's cost with each gradient collective hidden behind the backward
  * before it; the timeline queues the collectives on one channel, so the
  * elimination alone missed the optimum in 6 of these 40 (by up to 5.8%).
- * Improved on the timeline (refine in src/plan.c) from it alone, the
+ * Improved on the timeline (refine in src/planner/plan.c) from it alone, the
  * search missed 1, by 2.3%; with the second start from the best uniform
  * plan and suffixes up to cut points, none.  Still a local search, not
  * an exact one: the check holds it to none. */

@@ -3,7 +3,7 @@
  * on malformed and mutated files, the report table and the SVG. */
 #define _POSIX_C_SOURCE 200809L
 #include "src/starconv.h"
-#include "src/trace.h"
+#include "src/report/report.h"
 
 #include <dirent.h>
 #include <math.h>

@@ -1,0 +1,283 @@
+/* [batchnorm]: batch normalization (PyTorch's BatchNorm2d in training
+ * mode, eps 1e-5, momentum 0.1), optionally followed by ReLU.
+ *
+ * Statistics span the rank's whole batch, not a tile: the tiles' sums are
+ * added (in double), and with stats=sample (the default) also summed over
+ * the ranks that hold the other blocks of the same samples, so that a
+ * spatially split layer normalizes as one rank would.  stats=local keeps
+ * each rank's own block statistics (cheaper, but a different model under
+ * spatial splitting).  Evaluation uses the running statistics. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codelets/codelets.h"
+#include "src/layers/layers.h"
+
+struct bn_state {
+    int relu, sample_stats, ntiles;
+    double **stats, **dstats;
+    float **saved, *running;
+    starpu_data_handle_t *hstats, *hdstats, *hsaved, hrunning;
+    char stats_name[48], fwd[48], bwd_data[48], bwd_stats[48], param_grad[48], relu_bwd[48], running_name[48];
+};
+
+static int bn_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
+{
+    struct bn_state *p = calloc(1, sizeof(*p));
+    if (!p)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    l->priv = p;
+    const char *mode;
+    int err;
+    if ((err = sc_layer_parse_activation(cfg, s, &p->relu)) ||
+        (err = sc_cfg_get_str(cfg, s, "stats", "sample", &mode)))
+        return err;
+    if (strcmp(mode, "sample") && strcmp(mode, "local"))
+        return sc_error(SC_ERR_PARSE, "%s:%d: stats=%s in [batchnorm]: sample (over every block of the samples) "
+                        "or local (this rank's block)", cfg->path, s->line, mode);
+    p->sample_stats = !strcmp(mode, "sample");
+    l->torch_modules = p->relu ? 2 : 1;
+    return 0;
+}
+
+static int bn_shapes(struct sc_layer *l, int max_n)
+{
+    struct bn_state *p = l->priv;
+    (void)max_n;
+    int c = l->in.c;
+    l->out = l->in;
+    l->nparams = 2 * (size_t)c;
+    l->ntensors = 2;
+    l->tensors[0] = (struct sc_param_tensor){"weight", 1, {c}, 0, (size_t)c};
+    l->tensors[1] = (struct sc_param_tensor){"bias", 1, {c}, (size_t)c, (size_t)c};
+    l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */
+    l->group_sum_len = p->sample_stats ? 2 * (size_t)c : 0;
+    l->nbuffers = 2;
+    l->nbuffer_values = 2 * (size_t)c;
+    l->buffers[0] = (struct sc_param_tensor){"running_mean", 1, {c}, 0, (size_t)c};
+    l->buffers[1] = (struct sc_param_tensor){"running_var", 1, {c}, (size_t)c, (size_t)c};
+    snprintf(p->stats_name, sizeof(p->stats_name), "%s.stats", l->name);
+    snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
+    snprintf(p->bwd_data, sizeof(p->bwd_data), "%s.bwd_data", l->name);
+    snprintf(p->bwd_stats, sizeof(p->bwd_stats), "%s.bwd_stats", l->name);
+    snprintf(p->param_grad, sizeof(p->param_grad), "%s.param_grad", l->name);
+    snprintf(p->relu_bwd, sizeof(p->relu_bwd), "%s.relu_bwd", l->name);
+    snprintf(p->running_name, sizeof(p->running_name), "%s.running", l->name);
+    return 0;
+}
+
+static void bn_init(struct sc_layer *l, float *params, uint64_t seed)
+{
+    (void)seed;
+    for (int i = 0; i < l->in.c; i++) {
+        params[i] = 1.0f;
+        params[l->in.c + i] = 0.0f;
+    }
+}
+
+static int reg(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
+{
+    if (!(*mem = calloc(n, elem)))
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)*mem, (uint32_t)n, elem);
+    return 0;
+}
+
+static int bn_setup(struct sc_layer *l, int ntiles)
+{
+    struct bn_state *p = l->priv;
+    size_t c2 = 2 * (size_t)l->in.c;
+    p->ntiles = ntiles;
+    if (!(p->stats = calloc(ntiles, sizeof(*p->stats))) || !(p->dstats = calloc(ntiles, sizeof(*p->dstats))) ||
+        !(p->saved = calloc(ntiles, sizeof(*p->saved))) || !(p->hstats = calloc(ntiles, sizeof(*p->hstats))) ||
+        !(p->hdstats = calloc(ntiles, sizeof(*p->hdstats))) || !(p->hsaved = calloc(ntiles, sizeof(*p->hsaved))))
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    int err;
+    for (int t = 0; t < ntiles; t++)
+        if ((err = reg(&p->hstats[t], (void **)&p->stats[t], c2, sizeof(double))) ||
+            (err = reg(&p->hdstats[t], (void **)&p->dstats[t], c2, sizeof(double))) ||
+            (err = reg(&p->hsaved[t], (void **)&p->saved[t], c2, sizeof(float))))
+            return err;
+    if ((err = reg(&p->hrunning, (void **)&p->running, c2, sizeof(float))))
+        return err;
+    for (int i = 0; i < l->in.c; i++)
+        p->running[l->in.c + i] = 1.0f; /* running_var starts at 1 */
+    return 0;
+}
+
+static void bn_teardown(struct sc_layer *l)
+{
+    struct bn_state *p = l->priv;
+    if (!p)
+        return;
+    for (int t = 0; t < p->ntiles; t++) {
+        if (p->hstats && p->hstats[t])
+            starpu_data_unregister(p->hstats[t]);
+        if (p->hdstats && p->hdstats[t])
+            starpu_data_unregister(p->hdstats[t]);
+        if (p->hsaved && p->hsaved[t])
+            starpu_data_unregister(p->hsaved[t]);
+        free(p->stats ? p->stats[t] : NULL);
+        free(p->dstats ? p->dstats[t] : NULL);
+        free(p->saved ? p->saved[t] : NULL);
+    }
+    if (p->hrunning)
+        starpu_data_unregister(p->hrunning);
+    free(p->running);
+    free(p->stats), free(p->dstats), free(p->saved), free(p->hstats), free(p->hdstats), free(p->hsaved);
+    p->ntiles = 0;
+}
+
+static long pixels(const struct sc_layer *l, const struct sc_tile_io *io)
+{
+    return io->split ? sc_box_area(io->split->in_box) : (long)l->in.h * l->in.w;
+}
+
+static struct sc_bn_args bn_args(const struct sc_layer *l, const struct sc_tile_io *io)
+{
+    const struct bn_state *p = l->priv;
+    return (struct sc_bn_args){.n = io->n, .c = l->in.c, .hw = (int)pixels(l, io), .eps = 1e-5f,
+                               .momentum = 0.1f, .relu = p->relu};
+}
+
+/* Elements per channel the statistics span: the rank's samples times the
+ * whole image (sample) or the rank's block (local). */
+static double stats_count(const struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
+{
+    const struct bn_state *p = l->priv;
+    double n = 0;
+    for (int t = 0; t < ntiles; t++)
+        n += io[t].n;
+    return n * (p->sample_stats && io[0].group_sum ? (double)l->in.h * l->in.w : (double)pixels(l, &io[0]));
+}
+
+/* stats[0] = the sum over the tiles (and the sample's ranks) of stats[t] */
+static int reduce(const struct sc_layer *l, const struct sc_tile_io *io, int ntiles, starpu_data_handle_t *h,
+                  int which)
+{
+    const struct bn_state *p = l->priv;
+    int err;
+    for (int t = 1; t < ntiles; t++)
+        if (io[t].n && (err = sc_insert_accumulate_f64(io[t].task, h[0], h[t], p->stats_name)))
+            return err;
+    if (p->sample_stats && io[0].group_sum && (err = sc_group_sum_submit(io[0].group_sum[which], io[0].task, h[0])))
+        return err;
+    return 0;
+}
+
+static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
+{
+    struct bn_state *p = l->priv;
+    int err;
+    if (!io[0].train) {
+        for (int t = 0; t < ntiles; t++) {
+            struct sc_bn_args a = bn_args(l, &io[t]);
+            if (io[t].n &&
+                (err = sc_insert_bn_fwd_eval(io[t].task, &a, io[t].x, p->hrunning, io[t].params, io[t].y, p->fwd)))
+                return err;
+        }
+        return 0;
+    }
+    for (int t = 0; t < ntiles; t++) {
+        struct sc_bn_args a = bn_args(l, &io[t]);
+        if (io[t].n && (err = sc_insert_bn_stats(io[t].task, &a, io[t].x, p->hstats[t], p->stats_name)))
+            return err;
+    }
+    if ((err = reduce(l, io, ntiles, p->hstats, 0)))
+        return err;
+    double count = stats_count(l, io, ntiles);
+    for (int t = 0; t < ntiles; t++) {
+        struct sc_bn_args a = bn_args(l, &io[t]);
+        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, p->hstats[0], io[t].params, io[t].y,
+                                               p->hsaved[t], p->fwd)))
+            return err;
+    }
+    if (io[0].gate)
+        return 0; /* bn_update_buffers, once the batch is known to be applied */
+    struct sc_bn_args a = bn_args(l, &io[0]);
+    return sc_insert_bn_running_update(io[0].task, &a, count, p->hstats[0], p->hrunning, NULL, p->running_name);
+}
+
+static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
+{
+    struct bn_state *p = l->priv;
+    struct sc_bn_args a = bn_args(l, &io[0]);
+    return sc_insert_bn_running_update(io[0].task, &a, stats_count(l, io, ntiles), p->hstats[0], p->hrunning,
+                                       io[0].gate, p->running_name);
+}
+
+static int bn_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct bn_state *p = l->priv;
+    size_t n = (size_t)io->n * l->out.c * pixels(l, io);
+    return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->relu_bwd) : 0;
+}
+
+static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
+{
+    struct bn_state *p = l->priv;
+    int err;
+    for (int t = 0; t < ntiles; t++) {
+        struct sc_bn_args a = bn_args(l, &io[t]);
+        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, p->hsaved[t], p->hdstats[t],
+                                                     p->bwd_stats)))
+            return err;
+    }
+    /* each tile's own parameter gradient, before the sums overwrite its
+     * statistics; the network adds them over tiles and ranks */
+    for (int t = 0; t < ntiles; t++)
+        if (io[t].n && io[t].dparams &&
+            (err = sc_insert_bn_param_grad(io[t].grad_task, l->in.c, p->hdstats[t], io[t].dparams, p->param_grad)))
+            return err;
+    if ((err = reduce(l, io, ntiles, p->hdstats, 1)))
+        return err;
+    double count = stats_count(l, io, ntiles);
+    for (int t = 0; t < ntiles; t++) {
+        struct sc_bn_args a = bn_args(l, &io[t]);
+        if (io[t].n && io[t].dx &&
+            (err = sc_insert_bn_bwd_data(io[t].task, &a, count, io[t].x, io[t].dy, io[t].params, p->hsaved[t],
+                                         p->hdstats[0], io[t].dx, p->bwd_data)))
+            return err;
+    }
+    return 0;
+}
+
+static starpu_data_handle_t bn_buffer_handle(struct sc_layer *l)
+{
+    return ((struct bn_state *)l->priv)->hrunning;
+}
+
+/* Statistics and parameters are per channel: a share of the channels
+ * normalizes as the whole layer would (its sums over the other blocks of
+ * the same samples stay). */
+static int bn_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)
+{
+    (void)cout, (void)partial, (void)bias;
+    return sc_layer_split_copy(l, local, cin, sizeof(struct bn_state));
+}
+
+/* [weight | bias] and [running_mean | running_var]: two per-channel vectors. */
+static void bn_param_index(const struct sc_layer *l, const struct sc_layer *local, int in_ch0, int out_ch0,
+                           size_t *index)
+{
+    (void)out_ch0;
+    sc_layer_channel_index(l, local, 2, in_ch0, index);
+}
+
+const struct sc_layer_ops sc_layer_batchnorm_ops = {
+    .section = "batchnorm",
+    .prefix = "bn",
+    .parse = bn_parse,
+    .shapes = bn_shapes,
+    .init = bn_init,
+    .act_backward = bn_act_backward,
+    .forward_tiles = bn_forward_tiles,
+    .backward_tiles = bn_backward_tiles,
+    .setup = bn_setup,
+    .teardown = bn_teardown,
+    .buffer_handle = bn_buffer_handle,
+    .update_buffers = bn_update_buffers,
+    .split_channels = bn_split,
+    .param_index = bn_param_index,
+};

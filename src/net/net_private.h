@@ -1,0 +1,171 @@
+/* What the network files share (net_parse.c, net_plan.c, net_step.c,
+ * net_state.c): this rank's share of a network, the plan that
+ * sc_net_setup makes and the iterations use.  Not part of the API. */
+#ifndef SC_NET_PRIVATE_H
+#define SC_NET_PRIVATE_H
+
+#include "src/net/net.h"
+#include "tasks/tasks.h"
+
+/* The layers whose gradients are reduced together (tasks.h, sc_bucket,
+ * holds their vectors and collectives). */
+struct bucket {
+    int nlayers, *layer; /* in backward order */
+    size_t n;
+    struct sc_bucket *vectors;
+    struct sc_task_opts task; /* its collective's */
+    char name[64];
+};
+
+/* This rank's tiles of a layer: the samples of each, its output and the
+ * output's gradient, its scratch. */
+struct layer_tiles {
+    int *s0, *n, max; /* first sample (global index) and count per tile; the largest count */
+    float **y, **dy;
+    void **scratch;
+    starpu_data_handle_t *hy, *hdy, *hscratch;
+};
+
+/* A layer's parameters on this rank, and how the tasks that make their
+ * gradient are submitted (plan_priorities). */
+struct layer_params {
+    float *w, *v, *g;            /* parameters, momentum, reduced gradient (in a bucket, or own) */
+    starpu_data_handle_t hw, hg; /* the layer's slice of the bucket's, or its own */
+    int bucket;                  /* -1: replicated or no parameters */
+    size_t offset;               /* in the bucket */
+    float **tile_g;              /* partial gradients of tiles 1.. */
+    starpu_data_handle_t *htile_g;
+    /* Beside the critical path: the parameter gradient, its collective, and
+     * (replicated) the gradient every rank computes alike. */
+    struct sc_task_opts grad_task, comm_task, replica_task;
+};
+
+/* --fc-replicate: every rank's inputs and errors, the partial gradient of
+ * each (rank, tile), the momentum (whole on every rank). */
+struct layer_replica {
+    int on;
+    float **xr, **dyr, **pg, *own_v;
+    starpu_data_handle_t *hxr, *hdyr, *hpg, hv;
+    int64_t tag_x, tag_dy;
+    char gather_x[48], gather_dy[48], sgd_name[48], acc_name[48];
+};
+
+/* How a layer's input and output are split (see layout.h) and what moves
+ * between ranks for it. */
+struct layer_exchanges {
+    struct sc_layout lin, lout;
+    struct sc_box in_box, out_box; /* this rank's blocks */
+    int in_ch0, in_nch, out_ch0, out_nch; /* and channels */
+    struct sc_tile_split *split;   /* per tile; NULL: whole samples */
+    /* input in another layout than the previous layer's output: its copy
+     * in this layer's layout, the gradient too, and the two fetches */
+    float **xin, **dxin;
+    starpu_data_handle_t *hxin, *hdxin;
+    struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
+    struct sc_group_sum *gsum[2]; /* sums over the ranks of the same samples */
+    char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48];
+};
+
+/* Layers whose output feeds several: dy is the sum of the readers'
+ * gradients.  One reader writes dy itself (direct); the others' parts
+ * (contrib: per-tile handles, in the output's layout) are added before the
+ * layer's backward.  A reader that does not write dy itself writes dx_own
+ * (in its source's output layout). */
+struct layer_dy_sum {
+    int direct, ncontrib;
+    starpu_data_handle_t **contrib;
+    float **dx_own;
+    starpu_data_handle_t *hdx_own;
+    char name[48];
+};
+
+/* A layer whose channels are split (c or f in its grid): this rank's share
+ * of it (layers.h, split_channels), which the layer's tasks are submitted
+ * through, and the global position of each of the share's parameters.
+ * Under channel splitting (C > 1) a convolution's share writes partial
+ * sums over its input channels (part, in lpart: the output's channels
+ * split over F only, replicated over C), which reduce sums into the
+ * output (a reduce-scatter over the ranks that differ in C); backward
+ * gathers dy back into dpart (an allgather). */
+struct layer_channels {
+    struct sc_layer *local;
+    size_t *index;
+    int partial;
+    struct sc_layout lpart;
+    int part_ch0, part_nch;
+    float **part, **dpart;
+    starpu_data_handle_t *hpart, *hdpart;
+    struct sc_fetch *reduce, *gather_dy;
+    char reduce_name[48], gather_name[48], relu_name[48];
+};
+
+/* Everything this rank's plan holds for one layer. */
+struct layer_data {
+    struct layer_tiles tiles;
+    struct layer_params params;
+    struct layer_replica replica;
+    struct layer_exchanges xch;
+    struct layer_dy_sum dysum;
+    struct layer_channels chan;
+};
+
+struct sc_net_dist {
+    struct sc_runtime *rt;
+    struct sc_comm_opts comm;
+    int spatial;     /* some layer is not split like the batch over all ranks */
+    int loss_pixels; /* per-pixel loss: pixels per sample; else 1 */
+    int global_batch, local_batch, ntiles, tile_max;
+    int *tile_n; /* samples per tile for a full batch */
+    float **x0;  /* per tile: input */
+    int32_t **labels;
+    float **stats, **eval_acc; /* 2 floats each */
+    starpu_data_handle_t *hx0, *hlabels, *hstats, *heval_acc;
+    struct layer_data *ld;
+    struct bucket *buckets;
+    int nbuckets;
+    struct sc_gate *gate;           /* comm.gate_updates: the batch's verdict */
+    struct sc_nccl *nccl;           /* comm.nccl on more than one rank */
+    enum sc_where replicated_where; /* the workers of replicated layers' gradients */
+    struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
+    struct sc_task_opts load;       /* the data loading: critical, on whatever worker can run it */
+    double link_bytes_per_s;        /* measured for --comm-segment auto (0: not measured) */
+    char load_name[16], acc_name[24], summary[160];
+};
+
+#define ALLOC_ARRAY(p, n)                                                                                              \
+    do {                                                                                                               \
+        if (!((p) = calloc((n) ? (n) : 1, sizeof(*(p)))))                                                              \
+            return sc_error(SC_ERR_NOMEM, "out of memory");                                                            \
+    } while (0)
+
+/* The layer whose ops submit layer l's tasks on this rank: its share when
+ * its channels are split, else itself. */
+static inline struct sc_layer *share_of(struct sc_net *net, int l)
+{
+    struct sc_layer *s = net->dist->ld[l].chan.local;
+    return s ? s : &net->layers[l];
+}
+
+/* The tiles layer l reads as x and writes as dx. */
+static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    int s = net->layers[l].src[0];
+    return D->ld[l].xch.hxin ? D->ld[l].xch.hxin : s >= 0 ? D->ld[s].tiles.hy : D->hx0;
+}
+
+/* Where the gradient of layer l's input goes, in its source's layout. */
+static inline starpu_data_handle_t *input_grad_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    int s = net->layers[l].src[0];
+    return s < 0 ? NULL : D->ld[l].dysum.hdx_own ? D->ld[l].dysum.hdx_own : D->ld[s].tiles.hdy;
+}
+
+static inline starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    return D->ld[l].xch.hdxin ? D->ld[l].xch.hdxin : input_grad_tiles(net, l);
+}
+
+#endif

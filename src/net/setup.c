@@ -1,0 +1,952 @@
+/* This rank's plan of a parsed network (sc_net_setup): how each layer is
+ * split, its tiles and handles, the halo and redistribution fetches, the
+ * gradient buckets, task priorities and the memory they take; and its
+ * end. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu.h>
+
+#include "src/net/net_private.h"
+
+/* ---- how each layer is split ---- */
+
+/* A layer's grid: its cfg's parallel=, else the command line's, else
+ * sample parallelism; layers that need whole samples take sample
+ * parallelism whatever the command line says. */
+static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g)
+{
+    struct sc_net_dist *D = net->dist;
+    int P = D->rt->size, err;
+    char listed[32];
+    const char *spec = l->parallel[0] ? l->parallel : D->comm.parallel ? D->comm.parallel : "";
+    if (!l->parallel[0] && strchr(spec, '=')) {
+        /* A per-layer list (--parallel conv1=f2,conv2=c2, what the planner
+         * prints): a layer it does not name is sample parallel. */
+        spec = sc_parallel_list_find(spec, l->name, listed, sizeof listed) ? listed : "";
+    }
+    if ((err = sc_grid_parse(spec, P, g)))
+        return sc_error(err, "%s: %s", l->name, sc_last_error());
+    int spatial = g->extent[SC_DIM_H] * g->extent[SC_DIM_W] > 1;
+    if (!l->parallel[0] && l->src[0] < 0 && l->mixes_channels && g->extent[SC_DIM_C] > 1) {
+        /* The samples come whole, with few channels: the first layer
+         * splits its filters instead. */
+        g->extent[SC_DIM_F] *= g->extent[SC_DIM_C];
+        g->extent[SC_DIM_C] = 1;
+    }
+    if (g->extent[SC_DIM_C] * g->extent[SC_DIM_F] > 1 && !l->ops->split_channels) {
+        if (l->parallel[0])
+            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer cannot split its channels (c, f); use n%d",
+                            l->name, l->parallel, l->ops->section, P);
+        sc_grid_parse("", P, g); /* fully connected, softmax: whole samples */
+        spatial = 0;
+    }
+    if (spatial && l->whole_sample) {
+        if (l->parallel[0])
+            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer needs whole samples (use n%d)", l->name,
+                            l->parallel, l->ops->section, P);
+        sc_grid_parse("", P, g);
+    }
+    int gn = g->extent[SC_DIM_N], gh = g->extent[SC_DIM_H], gw = g->extent[SC_DIM_W];
+    if (D->global_batch % gn)
+        return sc_error(SC_ERR_ARG,
+                        "global batch %d does not split evenly over %d ranks (use a multiple of "
+                        "%d; layer %s is split n%d)",
+                        D->global_batch, gn, gn, l->name, gn);
+    if (spatial && (l->out.h < gh || l->out.w < gw || l->in.h < gh || l->in.w < gw))
+        return sc_error(SC_ERR_ARG,
+                        "%s: %dx%d input, %dx%d output cannot be split over h%d w%d (every rank "
+                        "needs a row and a column); give it parallel= with fewer spatial ranks",
+                        l->name, l->in.h, l->in.w, l->out.h, l->out.w, gh, gw);
+    return 0;
+}
+
+/* A layer whose grid splits channels: the split must be even, and this
+ * rank gets its share of the layer (and, for a convolution under C > 1,
+ * the layout of its partial sums). */
+static int plan_channels(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *L = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    const struct sc_grid *g = &d->xch.lin.grid;
+    int gc = g->extent[SC_DIM_C], gf = g->extent[SC_DIM_F], me = D->rt->rank, err;
+    if (gc * gf == 1)
+        return 0;
+    char spec[64];
+    sc_grid_format(g, spec, sizeof spec);
+    if (L->src[0] < 0 && sc_layout_channel_parts(&d->xch.lin) > 1)
+        return sc_error(SC_ERR_ARG,
+                        "%s: the first layer cannot split its input channels (parallel %s): the "
+                        "samples are loaded whole; use f",
+                        L->name, spec);
+    int pin = sc_layout_channel_parts(&d->xch.lin), pout = sc_layout_channel_parts(&d->xch.lout);
+    if (L->in.c % pin)
+        return sc_error(SC_ERR_ARG, "%s: its %d input channels do not split evenly into %d parts (parallel %s)",
+                        L->name, L->in.c, pin, spec);
+    if (L->out.c % pout)
+        return sc_error(SC_ERR_ARG, "%s: its %d output channels do not split evenly into %d parts (parallel %s)",
+                        L->name, L->out.c, pout, spec);
+    int coords[SC_NDIMS], cout = d->xch.out_nch;
+    sc_grid_coords(g, me, coords);
+    struct layer_channels *c = &d->chan;
+    c->partial = L->mixes_channels && gc > 1;
+    c->part_ch0 = d->xch.out_ch0;
+    if (c->partial) {
+        c->lpart = d->xch.lout;
+        c->lpart.cdims = SC_CDIMS_F;
+        sc_layout_channels(&c->lpart, me, &c->part_ch0, &c->part_nch);
+        cout = c->part_nch;
+        snprintf(c->reduce_name, sizeof c->reduce_name, "%s.reduce_scatter", L->name);
+        snprintf(c->gather_name, sizeof c->gather_name, "%s.dy_allgather", L->name);
+        snprintf(c->relu_name, sizeof c->relu_name, "%s.relu_bwd", L->name);
+    }
+    ALLOC_ARRAY(c->local, 1);
+    if ((err = L->ops->split_channels(L, c->local, d->xch.in_nch, cout, c->partial,
+                                      !c->partial || coords[SC_DIM_C] == 0)))
+        return err;
+    if (c->local->nparams) {
+        ALLOC_ARRAY(c->index, c->local->nparams);
+        L->ops->param_index(L, c->local, d->xch.in_ch0, c->part_ch0, c->index);
+    }
+    return 0;
+}
+
+static int plan_layouts(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->rt->ncpu, me = D->rt->rank, err;
+    struct sc_grid g[net->nlayers];
+    for (int l = 0; l < net->nlayers; l++) {
+        if (net->layers[l].alias)
+            continue;
+        if ((err = choose_grid(net, &net->layers[l], &g[l])))
+            return err;
+        int per_rank = D->global_batch / g[l].extent[SC_DIM_N];
+        if (per_rank < T)
+            T = per_rank;
+        D->spatial |= g[l].extent[SC_DIM_N] != D->rt->size;
+    }
+    /* Tiles travel between ranks (halos, redistribution, replicated
+     * layers), so every rank cuts its samples alike. */
+    if (D->rt->size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &T, 1, MPI_INT, MPI_MIN, D->rt->ctl);
+    D->ntiles = T;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        if (L->alias)
+            continue;
+        d->xch.lin = (struct sc_layout){
+            g[l], D->global_batch, L->in.h, L->in.w, T, L->in.c, L->mixes_channels ? SC_CDIMS_C : SC_CDIMS_CF};
+        d->xch.lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T, L->out.c, SC_CDIMS_CF};
+        d->xch.in_box = sc_layout_box(&d->xch.lin, me);
+        d->xch.out_box = sc_layout_box(&d->xch.lout, me);
+        sc_layout_channels(&d->xch.lin, me, &d->xch.in_ch0, &d->xch.in_nch);
+        sc_layout_channels(&d->xch.lout, me, &d->xch.out_ch0, &d->xch.out_nch);
+        if ((err = plan_channels(net, l)))
+            return err;
+        ALLOC_ARRAY(d->tiles.s0, T);
+        ALLOC_ARRAY(d->tiles.n, T);
+        d->tiles.max = 0;
+        for (int t = 0; t < T; t++) {
+            sc_layout_tile_samples(&d->xch.lout, me, t, &d->tiles.s0[t], &d->tiles.n[t]);
+            if (d->tiles.n[t] > d->tiles.max)
+                d->tiles.max = d->tiles.n[t];
+        }
+        if (g[l].extent[SC_DIM_H] * g[l].extent[SC_DIM_W] > 1)
+            ALLOC_ARRAY(d->xch.split, T);
+    }
+    return 0;
+}
+
+/* NCCL kernels wait on the GPU for every rank to join, on the stream of the
+ * worker that also runs compute tasks.  That is safe only when every
+ * transfer between ranks is an NCCL call in the one order: a StarPU-MPI
+ * transfer (a halo, a redistribution, a group sum) whose source task sits
+ * behind an NCCL kernel on that stream can be what another rank needs to
+ * reach the same NCCL call, and both wait for ever.  So NCCL takes only
+ * grids that split samples alone. */
+static int check_nccl_grids(const struct sc_net *net)
+{
+    const struct sc_net_dist *D = net->dist;
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_grid *g = &D->ld[l].xch.lin.grid;
+        if (net->layers[l].alias || g->extent[SC_DIM_N] == D->rt->size)
+            continue;
+        char spec[64];
+        sc_grid_format(g, spec, sizeof spec);
+        return sc_error(SC_ERR_ARG,
+                        "--collectives nccl: layer %s is split as %s; NCCL takes only sample "
+                        "parallelism (n%d for every layer), as the halo exchanges and redistributions of other grids "
+                        "are StarPU-MPI transfers that could wait behind an NCCL call on the GPU; use --collectives "
+                        "tasks",
+                        net->layers[l].name, spec, D->rt->size);
+    }
+    return 0;
+}
+
+static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data *d)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, err;
+    d->params.bucket = -1;
+    if (l->alias)
+        return 0;
+    snprintf(d->dysum.name, sizeof(d->dysum.name), "%s.grad_sum", l->name);
+    ALLOC_ARRAY(d->tiles.y, T);
+    ALLOC_ARRAY(d->tiles.dy, T);
+    ALLOC_ARRAY(d->tiles.scratch, T);
+    ALLOC_ARRAY(d->tiles.hy, T);
+    ALLOC_ARRAY(d->tiles.hdy, T);
+    ALLOC_ARRAY(d->tiles.hscratch, T);
+    if ((err = l->ops->shapes(l, d->tiles.max)))
+        return err;
+    size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box);
+    for (int t = 0; t < T && !l->is_loss; t++) {
+        if ((err = sc_vector_new(&d->tiles.hy[t], (void **)&d->tiles.y[t], out, sizeof(float))) ||
+            (err = sc_vector_new(&d->tiles.hdy[t], (void **)&d->tiles.dy[t], out, sizeof(float))))
+            return err;
+        if (l->scratch_bytes && (err = sc_vector_new(&d->tiles.hscratch[t], &d->tiles.scratch[t], l->scratch_bytes, 1)))
+            return err;
+    }
+    struct layer_channels *c = &d->chan;
+    if (c->partial) {
+        size_t part = (size_t)d->tiles.max * c->part_nch * sc_box_area(d->xch.out_box);
+        ALLOC_ARRAY(c->part, T);
+        ALLOC_ARRAY(c->dpart, T);
+        ALLOC_ARRAY(c->hpart, T);
+        ALLOC_ARRAY(c->hdpart, T);
+        for (int t = 0; t < T; t++)
+            if ((err = sc_vector_new(&c->hpart[t], (void **)&c->part[t], part, sizeof(float))) ||
+                (err = sc_vector_new(&c->hdpart[t], (void **)&c->dpart[t], part, sizeof(float))))
+                return err;
+    }
+    if (!l->nparams || d->replica.on)
+        return 0;
+    ALLOC_ARRAY(d->params.tile_g, T);
+    ALLOC_ARRAY(d->params.htile_g, T);
+    for (int t = 1; t < T; t++)
+        if ((err = sc_vector_new(&d->params.htile_g[t], (void **)&d->params.tile_g[t], l->nparams, sizeof(float))))
+            return err;
+    return 0;
+}
+
+/* Which reader of each output writes its gradient directly, and where the
+ * others write theirs (see layer_data). */
+static int plan_gradient_sums(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, most = 2 * net->nlayers, err;
+    for (int l = 0; l < net->nlayers; l++) {
+        struct sc_layer *L = &net->layers[l];
+        struct layer_data *d = &D->ld[l];
+        for (int k = 0; k < L->nsrc && !L->alias; k++) {
+            int s = L->src[k];
+            if (s < 0)
+                continue;
+            struct layer_data *ds = &D->ld[s];
+            if (!ds->dysum.contrib)
+                ALLOC_ARRAY(ds->dysum.contrib, most);
+            if (L->dx_is_dy) {
+                ds->dysum.contrib[ds->dysum.ncontrib++] = d->tiles.hdy;
+                continue;
+            }
+            if (!ds->dysum.direct) {
+                ds->dysum.direct = 1;
+                continue;
+            }
+            size_t n = (size_t)ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box);
+            ALLOC_ARRAY(d->dysum.dx_own, T);
+            ALLOC_ARRAY(d->dysum.hdx_own, T);
+            for (int t = 0; t < T; t++)
+                if ((err = sc_vector_new(&d->dysum.hdx_own[t], (void **)&d->dysum.dx_own[t], n, sizeof(float))))
+                    return err;
+            ds->dysum.contrib[ds->dysum.ncontrib++] = d->dysum.hdx_own;
+        }
+    }
+    return 0;
+}
+
+struct need_ctx {
+    struct sc_net *net;
+    int l;
+};
+
+static struct sc_box box_union(struct sc_box a, struct sc_box b)
+{
+    if (sc_box_empty(a))
+        return b;
+    if (sc_box_empty(b))
+        return a;
+    return (struct sc_box){a.r0 < b.r0 ? a.r0 : b.r0, a.r1 > b.r1 ? a.r1 : b.r1, a.c0 < b.c0 ? a.c0 : b.c0,
+                           a.c1 > b.c1 ? a.c1 : b.c1};
+}
+
+/* The channels rank r holds in layout L, with box b. */
+static struct sc_block with_channels(const struct sc_layout *L, int r, struct sc_box b)
+{
+    struct sc_block k = sc_layout_block(L, r);
+    k.box = b;
+    return k;
+}
+
+/* What rank r's tiles of layer l read of x: the windows of its outputs,
+ * and for max pooling those of the outputs its backward reads. */
+static struct sc_box need_x_box(struct need_ctx *c, int r)
+{
+    struct sc_layer *L = &c->net->layers[c->l];
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    struct sc_box b = sc_windows_inputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lout, r));
+    if (L->bwd_reads_x)
+        b = box_union(b, sc_windows_inputs(&L->win_r, &L->win_c,
+                                           sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r))));
+    return b;
+}
+
+static struct sc_block need_x(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    (void)t;
+    return with_channels(&c->net->dist->ld[c->l].xch.lin, r, need_x_box(c, r));
+}
+
+/* The layout dy is read in by backward: the output's, or a channel-split
+ * convolution's partial one (all the filters of its F part). */
+static const struct sc_layout *dy_layout(const struct layer_data *d)
+{
+    return d->chan.partial ? &d->chan.lpart : &d->xch.lout;
+}
+
+/* What rank r's backward of layer l reads of dy: the outputs touching its
+ * input block. */
+static struct sc_block need_dy(void *ctx, int r, int t)
+{
+    struct need_ctx *c = ctx;
+    struct sc_layer *L = &c->net->layers[c->l];
+    struct layer_data *d = &c->net->dist->ld[c->l];
+    (void)t;
+    return with_channels(dy_layout(d), r, sc_windows_outputs(&L->win_r, &L->win_c, sc_layout_box(&d->xch.lin, r)));
+}
+
+/* A redistribution's or collective's need: the consumer's whole block of
+ * the layout it is fetched into (ctx: that layout). */
+static struct sc_block need_block(void *ctx, int r, int t)
+{
+    (void)t;
+    return sc_layout_block(ctx, r);
+}
+
+static int g_spatial(const struct sc_layout *L)
+{
+    return L->grid.extent[SC_DIM_H] * L->grid.extent[SC_DIM_W] > 1;
+}
+
+/* Redistribution into layer l when its input layout is not the previous
+ * layer's output layout, and halo exchanges of split windowed layers. */
+static int plan_exchanges(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *L = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    struct need_ctx ctx = {net, l};
+    int T = D->ntiles, me = D->rt->rank, err, s = L->src[0];
+    if (L->alias)
+        return 0;
+    for (int k = 0; k < L->nsrc && (L->dx_is_dy || k > 0); k++)
+        if (!sc_layout_equal(&D->ld[L->src[k]].xch.lout, &d->xch.lin))
+            return sc_error(SC_ERR_ARG,
+                            "%s adds the outputs of %s and %s, which must be split like it: give "
+                            "the three the same parallel=",
+                            L->name, net->layers[L->src[0]].name, net->layers[L->src[1]].name);
+    if (s >= 0 && !sc_layout_equal(&D->ld[s].xch.lout, &d->xch.lin)) {
+        size_t n = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box);
+        ALLOC_ARRAY(d->xch.xin, T);
+        ALLOC_ARRAY(d->xch.dxin, T);
+        ALLOC_ARRAY(d->xch.hxin, T);
+        ALLOC_ARRAY(d->xch.hdxin, T);
+        for (int t = 0; t < T; t++)
+            if ((err = sc_vector_new(&d->xch.hxin[t], (void **)&d->xch.xin[t], n, sizeof(float))) ||
+                (err = sc_vector_new(&d->xch.hdxin[t], (void **)&d->xch.dxin[t], n, sizeof(float))))
+                return err;
+        snprintf(d->xch.redist_name, sizeof(d->xch.redist_name), "%s.redistribute", L->name);
+        snprintf(d->xch.assemble_name, sizeof(d->xch.assemble_name), "%s.assemble", L->name);
+        /* Under filter splitting every rank of an F group reads all of x
+         * and makes a partial sum of dx: the redistribution back sums them
+         * (a reduce-scatter). */
+        enum sc_fetch_mode back =
+            L->mixes_channels && d->xch.lin.grid.extent[SC_DIM_F] > 1 ? SC_FETCH_SUM : SC_FETCH_COPY;
+        if ((err = sc_fetch_create(&d->xch.redist_fwd, &D->ld[s].xch.lout, &d->xch.lin, need_block, &d->xch.lin,
+                                   SC_FETCH_COPY, me, D->rt->comm, d->xch.redist_name)) ||
+            (err = sc_fetch_create(&d->xch.redist_bwd, &d->xch.lin, &D->ld[s].xch.lout, need_block, &D->ld[s].xch.lout,
+                                   back, me, D->rt->comm, d->xch.redist_name)))
+            return err;
+    }
+    if (d->chan.partial &&
+        ((err = sc_fetch_create(&d->chan.reduce, &d->chan.lpart, &d->xch.lout, need_block, &d->xch.lout, SC_FETCH_SUM,
+                                me, D->rt->comm, d->chan.reduce_name)) ||
+         (err = sc_fetch_create(&d->chan.gather_dy, &d->xch.lout, &d->chan.lpart, need_block, &d->chan.lpart,
+                                SC_FETCH_COPY, me, D->rt->comm, d->chan.gather_name))))
+        return err;
+    if (L->group_sum_len && g_spatial(&d->xch.lin)) {
+        int members[D->rt->size];
+        int n = sc_grid_segment(&d->xch.lin.grid, me, (1u << SC_DIM_H) | (1u << SC_DIM_W), members);
+        for (int i = 0; i < 2; i++)
+            if ((err = sc_group_sum_create(&d->xch.gsum[i], D->rt->comm, members, n, me, L->group_sum_len, L->name)))
+                return err;
+    }
+    if (!d->xch.split)
+        return 0;
+    if (L->win_r.k > 0) { /* not pointwise */
+        snprintf(d->xch.halo_x_name, sizeof(d->xch.halo_x_name), "%s.halo_x", L->name);
+        snprintf(d->xch.halo_dy_name, sizeof(d->xch.halo_dy_name), "%s.halo_dy", L->name);
+        if ((err = sc_fetch_create(&d->xch.halo_x, &d->xch.lin, &d->xch.lin, need_x, &ctx, SC_FETCH_COPY, me,
+                                   D->rt->comm, d->xch.halo_x_name)) ||
+            (s >= 0 && (err = sc_fetch_create(&d->xch.halo_dy, dy_layout(d), &d->xch.lin, need_dy, &ctx, SC_FETCH_COPY,
+                                              me, D->rt->comm, d->xch.halo_dy_name))))
+            return err;
+    }
+    for (int t = 0; t < T; t++)
+        d->xch.split[t] = (struct sc_tile_split){t,
+                                                 d->tiles.s0[t],
+                                                 d->xch.in_box,
+                                                 d->xch.out_box,
+                                                 d->xch.halo_x,
+                                                 d->xch.halo_dy,
+                                                 x_tiles(net, l),
+                                                 d->chan.partial ? d->chan.hdpart : d->tiles.hdy};
+    return 0;
+}
+
+/* A replicated layer keeps whole copies of everything on every rank, plus
+ * room for the other ranks' inputs and errors and one partial gradient per
+ * (rank, tile), summed in the same order everywhere so that every rank
+ * computes the same bits. */
+static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int P = D->rt->size, T = D->ntiles, PT = P * T, err;
+    size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
+    if ((err = sc_vector_new(&d->params.hw, (void **)&d->params.w, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->replica.hv, (void **)&d->replica.own_v, l->nparams, sizeof(float))) ||
+        (err = sc_vector_new(&d->params.hg, (void **)&d->params.g, l->nparams, sizeof(float))))
+        return err;
+    d->params.v = d->replica.own_v;
+    l->ops->init(l, d->params.w, seed);
+    ALLOC_ARRAY(d->replica.xr, PT);
+    ALLOC_ARRAY(d->replica.dyr, PT);
+    ALLOC_ARRAY(d->replica.pg, PT);
+    ALLOC_ARRAY(d->replica.hxr, PT);
+    ALLOC_ARRAY(d->replica.hdyr, PT);
+    ALLOC_ARRAY(d->replica.hpg, PT);
+    for (int i = 0; i < PT; i++) {
+        if (i / T != D->rt->rank &&
+            ((err = sc_vector_new(&d->replica.hxr[i], (void **)&d->replica.xr[i], in, sizeof(float))) ||
+             (err = sc_vector_new(&d->replica.hdyr[i], (void **)&d->replica.dyr[i], out, sizeof(float)))))
+            return err;
+        if (i > 0 && (err = sc_vector_new(&d->replica.hpg[i], (void **)&d->replica.pg[i], l->nparams, sizeof(float))))
+            return err;
+    }
+    d->replica.hpg[0] = d->params.hg;
+    d->replica.tag_x = sc_tags_reserve((int64_t)P * T);
+    d->replica.tag_dy = sc_tags_reserve((int64_t)P * T);
+    snprintf(d->replica.gather_x, sizeof(d->replica.gather_x), "%s.act_allgather", l->name);
+    snprintf(d->replica.gather_dy, sizeof(d->replica.gather_dy), "%s.err_allgather", l->name);
+    snprintf(d->replica.sgd_name, sizeof(d->replica.sgd_name), "%s.sgd", l->name);
+    snprintf(d->replica.acc_name, sizeof(d->replica.acc_name), "%s.grad_sum", l->name);
+    return 0;
+}
+
+/* Whether layers a and b reduce their gradients over the same ranks on
+ * every rank: both unsplit (all ranks), or both split by the same grid. */
+static int same_segment(struct sc_net *net, int a, int b)
+{
+    const struct layer_data *da = &net->dist->ld[a], *db = &net->dist->ld[b];
+    if (!da->chan.local || !db->chan.local)
+        return !da->chan.local && !db->chan.local;
+    for (int d = 0; d < SC_NDIMS; d++)
+        if (da->xch.lin.grid.extent[d] != db->xch.lin.grid.extent[d])
+            return 0;
+    return 1;
+}
+
+/* The ranks layer l's gradient is reduced over: those that hold the same
+ * share of a channel-split layer (they differ in N, H and W only), else
+ * all. */
+static int param_segment(struct sc_net *net, int l, int *members)
+{
+    struct sc_net_dist *D = net->dist;
+    if (!D->ld[l].chan.local) {
+        for (int r = 0; r < D->rt->size; r++)
+            members[r] = r;
+        return D->rt->size;
+    }
+    return sc_grid_segment(&D->ld[l].xch.lin.grid, D->rt->rank, (1u << SC_DIM_N) | (1u << SC_DIM_H) | (1u << SC_DIM_W),
+                           members);
+}
+
+/* Which layers share a collective: walk the layers with parameters (and no
+ * replication) in backward order and cut buckets by the policy, and where
+ * the ranks that reduce them change (channel splitting). */
+static int plan_buckets(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    const struct sc_comm_opts *c = &D->comm;
+    int order[net->nlayers], n = 0;
+    for (int l = net->nlayers - 1; l >= 0; l--)
+        if (share_of(net, l)->nparams && !D->ld[l].replica.on)
+            order[n++] = l;
+    ALLOC_ARRAY(D->buckets, n);
+    size_t cap = (size_t)(c->bucket_mb * (1 << 20));
+    for (int i = 0; i < n; i++) {
+        struct bucket *b = D->nbuckets ? &D->buckets[D->nbuckets - 1] : NULL;
+        int fresh = !b;
+        if (b)
+            switch (c->grad_comm) {
+            case SC_GRAD_LAYER:
+                fresh = 1;
+                break;
+            case SC_GRAD_END:
+                fresh = 0;
+                break;
+            case SC_GRAD_CHUNKS:
+                fresh = i == c->chunk_layers;
+                break;
+            case SC_GRAD_BUCKET:
+                fresh = b->n * sizeof(float) >= cap;
+                break;
+            }
+        if (b && !same_segment(net, b->layer[0], order[i]))
+            fresh = 1;
+        if (fresh) {
+            b = &D->buckets[D->nbuckets++];
+            ALLOC_ARRAY(b->layer, n);
+        }
+        struct layer_data *d = &D->ld[order[i]];
+        d->params.bucket = (int)(b - D->buckets);
+        d->params.offset = b->n;
+        b->layer[b->nlayers++] = order[i];
+        b->n += share_of(net, order[i])->nparams;
+    }
+    return 0;
+}
+
+/* A layer's initial parameters, as one rank would make them (for a share,
+ * its part of the whole layer's). */
+static int init_params(struct sc_net *net, int l, float *w, uint64_t seed)
+{
+    struct sc_layer *L = &net->layers[l];
+    const struct layer_channels *c = &net->dist->ld[l].chan;
+    if (!c->local) {
+        L->ops->init(L, w, seed);
+        return 0;
+    }
+    float *all = malloc(L->nparams * sizeof(float));
+    if (!all)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    L->ops->init(L, all, seed);
+    for (size_t i = 0; i < c->local->nparams; i++)
+        w[i] = all[c->index[i]];
+    free(all);
+    return 0;
+}
+
+static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
+{
+    struct sc_net_dist *D = net->dist;
+    int err, members[D->rt->size];
+    const struct sc_layer *lo = &net->layers[b->layer[b->nlayers - 1]], *hi = &net->layers[b->layer[0]];
+    if (b->nlayers == 1)
+        snprintf(b->name, sizeof(b->name), "%s", lo->name);
+    else
+        snprintf(b->name, sizeof(b->name), "%s-%s", lo->name, hi->name);
+    size_t sizes[b->nlayers];
+    for (int i = 0; i < b->nlayers; i++)
+        sizes[i] = share_of(net, b->layer[i])->nparams;
+    int nmembers = param_segment(net, b->layer[0], members);
+    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
+                                nmembers < D->rt->size ? members : NULL, nmembers, D->comm.direct_kb};
+    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
+        return err;
+    for (int i = 0; i < b->nlayers; i++) {
+        struct layer_data *d = &D->ld[b->layer[i]];
+        d->params.w = sc_bucket_weights(b->vectors) + d->params.offset;
+        d->params.v = sc_bucket_momentum(b->vectors) + d->params.offset;
+        d->params.g = sc_bucket_grads(b->vectors) + d->params.offset;
+        d->params.hw = sc_bucket_weight_slice(b->vectors, i);
+        d->params.hg = sc_bucket_grad_slice(b->vectors, i);
+        if ((err = init_params(net, b->layer[i], d->params.w, seed)))
+            return err;
+    }
+    return 0;
+}
+
+/* Level k of [0, levels] as a priority in the scheduler's range [lo, hi]:
+ * k itself from 0 up when the range has room, else scaled into it. */
+static int priority_level(int k, int levels, int lo, int hi)
+{
+    long long width = (long long)hi - lo;
+    if (width >= levels)
+        return (int)(lo > 0 ? lo + k : hi - levels < 0 ? hi - levels + k : k);
+    return (int)(lo + ((long long)k * width + levels / 2) / (levels ? levels : 1));
+}
+
+/* Priorities, highest first:
+ * 1. Each layer's parameter gradient, as soon as its inputs exist (as
+ *    autograd does): its collective is the longest path that starts in the
+ *    backward pass once the network is slow, and it can only start after
+ *    the gradient.  Computing the gradients after the backward chain
+ *    instead (this plan's order before issue 18) left the largest one,
+ *    wide.cfg's fc1, for the end of backprop: at 1 Gbit/s its 100 ms
+ *    reduction was all exposed (367 against 514 images/s; README).
+ * 2. The chain of forward and backward-data tasks, which every later task
+ *    waits for.
+ * 3. The collectives' own tasks (accumulations, SGD, the transfers' order in
+ *    StarPU-MPI), a layer above the ones after it: the order in which the
+ *    next iteration's forward pass needs the updated weights.
+ * With one worker for all of them, 3 goes above 2: below it, a collective's
+ * task waited until its rank's worker had no chain task left, and each
+ * step of a ring needs that on every rank in turn, so the rings crept and
+ * the next forward pass and the next gradients waited for them.  Measured
+ * on 16 cores, 4 ranks of 1 worker, mesh128 n4 `layer`: 35 images/s with
+ * the collectives below the chain, 126 above it, 154 with `end`; with 2
+ * workers a rank, 222 below it.  The price, on 2 cores at 1 Gbit/s: wide
+ * n2 `layer` 7% slower (the reductions now interrupt backprop). */
+static void plan_priorities(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int nparam = 0, j = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        nparam += net->layers[l].nparams > 0;
+    int on = D->comm.priorities, lo = starpu_sched_get_min_priority(), hi = starpu_sched_get_max_priority();
+    int levels = nparam + 1;
+#define LEVEL(k) (on ? priority_level(k, levels, lo, hi) : 0)
+    enum sc_where compute = D->rt->cuda_only ? SC_WHERE_CUDA : SC_WHERE_ANY;
+    int one_worker = (D->rt->cuda_only ? D->rt->ncuda : D->rt->ncpu + D->rt->ncuda) == 1;
+    D->critical = (struct sc_task_opts){LEVEL(one_worker ? 0 : nparam), compute};
+    D->load = (struct sc_task_opts){D->critical.priority, SC_WHERE_ANY}; /* CPU-only codelets */
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        if (!net->layers[l].nparams)
+            continue;
+        int comm = LEVEL(nparam - 1 - j + one_worker);
+        d->params.grad_task = (struct sc_task_opts){LEVEL(levels), compute};
+        d->params.comm_task = (struct sc_task_opts){comm, compute};
+        d->params.replica_task = (struct sc_task_opts){comm, D->replicated_where};
+        j++;
+    }
+#undef LEVEL
+    if (D->rt->rank == 0)
+        SC_LOG(2, "task priorities: scheduler range [%d, %d], %d levels used%s", lo, hi, levels + 1,
+               !on          ? " (off)"
+               : one_worker ? " (one worker: collectives above the chain)"
+                            : "");
+    for (int i = 0; i < D->nbuckets; i++) {
+        struct bucket *b = &D->buckets[i];
+        b->task = D->ld[b->layer[b->nlayers - 1]].params.comm_task;
+    }
+}
+
+static void summarize(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    const struct sc_comm_opts *c = &D->comm;
+    char policy[32];
+    switch (c->grad_comm) {
+    case SC_GRAD_LAYER:
+        snprintf(policy, sizeof(policy), "layer");
+        break;
+    case SC_GRAD_END:
+        snprintf(policy, sizeof(policy), "end");
+        break;
+    case SC_GRAD_CHUNKS:
+        snprintf(policy, sizeof(policy), "chunks:%d", c->chunk_layers);
+        break;
+    case SC_GRAD_BUCKET:
+        snprintf(policy, sizeof(policy), "bucket:%g", c->bucket_mb);
+        break;
+    }
+    int nrep = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        nrep += D->ld[l].replica.on;
+    char link[48] = "";
+    if (D->link_bytes_per_s > 0)
+        snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
+    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration), %d KiB segments%s%s",
+             policy, D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link,
+             nrep ? ", replicated gradients:" : "");
+    for (int l = 0; l < net->nlayers; l++)
+        if (D->ld[l].replica.on) {
+            size_t len = strlen(D->summary);
+            snprintf(D->summary + len, sizeof(D->summary) - len, " %s", net->layers[l].name);
+        }
+}
+
+void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
+{
+    const struct sc_net_dist *D = net->dist;
+    int T = D->ntiles, P = D->rt->size;
+    const struct layer_data *first = &D->ld[0];
+    size_t F = sizeof(float), window = 0;
+    *r = (struct sc_mem_report){0, 0, 0};
+    r->activations = (size_t)T * first->tiles.max * net->input.c * sc_box_area(first->xch.in_box) * F;
+    for (int l = 0; l < net->nlayers; l++) {
+        const struct sc_layer *L = share_of((struct sc_net *)net, l);
+        const struct layer_data *d = &D->ld[l];
+        if (L->alias)
+            continue;
+        size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box) * F;
+        size_t in = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box) * F;
+        if (d->chan.partial)
+            r->activations += 2 * T * (size_t)d->tiles.max * d->chan.part_nch * sc_box_area(d->xch.out_box) * F +
+                              sc_fetch_bytes(d->chan.reduce) + sc_fetch_bytes(d->chan.gather_dy);
+        if (!L->is_loss)
+            r->activations += 2 * T * out;
+        if (d->dysum.hdx_own) {
+            const struct layer_data *ds = &D->ld[L->src[0]];
+            r->activations += (size_t)T * ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box) * F;
+        }
+        if (d->xch.hxin)
+            r->activations += 2 * T * in;
+        r->activations += sc_fetch_bytes(d->xch.redist_fwd) + sc_fetch_bytes(d->xch.redist_bwd) +
+                          sc_fetch_bytes(d->xch.halo_x) + sc_fetch_bytes(d->xch.halo_dy);
+        if (d->replica.on)
+            r->activations += (size_t)(P - 1) * T * (in + out);
+        if (L->scratch_bytes > 1 && !L->is_loss)
+            r->workspaces += (size_t)T * L->scratch_bytes;
+        size_t halo_in = in;
+        if (d->xch.halo_x) { /* the window with its halo */
+            struct need_ctx c = {(struct sc_net *)net, l};
+            halo_in = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(need_x_box(&c, D->rt->rank)) * F;
+        }
+        if (halo_in + out > window)
+            window = halo_in + out;
+        if (!L->nparams)
+            continue;
+        size_t p = L->nparams * F;
+        r->parameters += 3 * p; /* weights, momentum, reduced gradient */
+        if (d->params.htile_g)
+            r->parameters += (size_t)(T - 1) * p;
+        if (d->replica.on)
+            r->parameters += (size_t)(P * T - 1) * p;
+    }
+    r->workspaces += (size_t)D->rt->ncpu * window;
+}
+
+uint64_t sc_net_grad_bytes(const struct sc_net *net)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < net->dist->nbuckets; i++)
+        n += sc_bucket_bytes_sent(net->dist->buckets[i].vectors);
+    return n;
+}
+
+/* --comm-segment auto: segments sized to the link between the ranks, which
+ * every rank measures alike (tasks.h, sc_link_segment_kb). */
+static int size_segments(struct sc_net_dist *D)
+{
+    return D->comm.segment_kb ? 0 : sc_link_segment_kb(D->rt->ctl, &D->comm.segment_kb, &D->link_bytes_per_s);
+}
+
+const char *sc_net_comm_summary(const struct sc_net *net)
+{
+    return net->dist ? net->dist->summary : "";
+}
+
+int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
+                 const struct sc_comm_opts *comm)
+{
+    if (global_batch < 1)
+        return sc_error(SC_ERR_ARG, "global batch %d: must be at least 1", global_batch);
+    struct sc_net_dist *D = calloc(1, sizeof(*D));
+    if (!D)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    net->dist = D;
+    D->rt = rt;
+    if (comm)
+        D->comm = *comm;
+    else
+        sc_comm_opts_default(&D->comm);
+    D->global_batch = global_batch;
+    int err;
+    if ((err = size_segments(D)))
+        return err;
+    ALLOC_ARRAY(D->ld, net->nlayers);
+    if (D->comm.parallel && strchr(D->comm.parallel, '=') && (err = sc_parallel_list_check(net, D->comm.parallel)))
+        return err;
+    if ((err = plan_layouts(net)))
+        return err;
+    int replicate = rt->size > 1 ? D->comm.fc_replicate : 0;
+    if (replicate && D->spatial)
+        return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (not with --parallel or "
+                                    "parallel=)");
+    int T = D->ntiles;
+    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    /* the sample layout's tiles, which replicated layers exchange */
+    D->local_batch = global_batch / rt->size;
+    D->tile_n = last->tiles.n;
+    D->tile_max = last->tiles.max;
+    ALLOC_ARRAY(D->x0, T);
+    ALLOC_ARRAY(D->labels, T);
+    ALLOC_ARRAY(D->stats, T);
+    ALLOC_ARRAY(D->eval_acc, T);
+    ALLOC_ARRAY(D->hx0, T);
+    ALLOC_ARRAY(D->hlabels, T);
+    ALLOC_ARRAY(D->hstats, T);
+    ALLOC_ARRAY(D->heval_acc, T);
+    size_t pixels = (size_t)net->input.c * sc_box_area(first->xch.in_box);
+    struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    size_t labels = (size_t)last->tiles.max * (loss->whole_sample ? 1 : sc_box_area(last->xch.in_box));
+    int oh, ow;
+    sc_net_label_shape(net, &oh, &ow);
+    D->loss_pixels = oh * ow;
+    for (int t = 0; t < T; t++)
+        if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tiles.max * pixels, sizeof(float))) ||
+            (err = sc_vector_new(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
+            (err = sc_vector_new(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
+            (err = sc_vector_new(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
+            return err;
+    for (int l = 0; l < net->nlayers && replicate; l++)
+        if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
+            D->ld[l].replica.on = 1;
+            replicate--;
+        }
+    /* Every rank computes a replicated layer's gradient for itself and must
+     * get the same bits: on CUDA workers where every rank has one, else on
+     * CPU workers, never some pieces on either. */
+    if (rt->size > 1 && D->comm.fc_replicate) {
+        int all_cuda = rt->ncuda > 0;
+        MPI_Allreduce(MPI_IN_PLACE, &all_cuda, 1, MPI_INT, MPI_MIN, rt->ctl);
+        D->replicated_where = all_cuda ? SC_WHERE_CUDA : SC_WHERE_CPU;
+    }
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        struct sc_layer *L = share_of(net, l);
+        if ((err = setup_tiles(net, L, d)) || (d->replica.on && (err = setup_replicated(net, L, d, seed))) ||
+            (L->ops->setup && (err = L->ops->setup(L, T))))
+            return err;
+    }
+    if ((err = plan_gradient_sums(net)))
+        return err;
+    for (int l = 0; l < net->nlayers; l++)
+        if ((err = plan_exchanges(net, l)))
+            return err;
+    if ((err = plan_buckets(net)))
+        return err;
+    if (D->comm.nccl && rt->size > 1 && ((err = check_nccl_grids(net)) || (err = sc_nccl_create(&D->nccl, rt->comm))))
+        return err;
+    for (int i = 0; i < D->nbuckets; i++)
+        if ((err = setup_bucket(net, &D->buckets[i], seed)))
+            return err;
+    if (D->comm.gate_updates && (err = sc_gate_create(&D->gate, rt->comm, "nonfinite")))
+        return err;
+    if (D->gate && D->nccl) /* D->nccl is made above */
+        sc_gate_use_nccl(D->gate, D->nccl);
+    plan_priorities(net);
+    summarize(net);
+    snprintf(D->load_name, sizeof(D->load_name), "input.load");
+    snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");
+    return 0;
+}
+
+static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
+{
+    int T = D->ntiles, PT = D->rt->size * T;
+    for (int t = 0; t < T; t++) {
+        if (d->tiles.hy)
+            sc_vector_free(d->tiles.hy[t], d->tiles.y[t]);
+        if (d->tiles.hdy)
+            sc_vector_free(d->tiles.hdy[t], d->tiles.dy[t]);
+        if (d->tiles.hscratch)
+            sc_vector_free(d->tiles.hscratch[t], d->tiles.scratch[t]);
+        if (d->params.htile_g && t > 0)
+            sc_vector_free(d->params.htile_g[t], d->params.tile_g[t]);
+    }
+    for (int i = 0; i < PT; i++) {
+        if (d->replica.hxr)
+            sc_vector_free(d->replica.hxr[i], d->replica.xr[i]);
+        if (d->replica.hdyr)
+            sc_vector_free(d->replica.hdyr[i], d->replica.dyr[i]);
+        if (d->replica.hpg && i > 0)
+            sc_vector_free(d->replica.hpg[i], d->replica.pg[i]);
+    }
+    if (d->replica.on) {
+        sc_vector_free(d->params.hw, d->params.w);
+        sc_vector_free(d->replica.hv, d->replica.own_v);
+        sc_vector_free(d->params.hg, d->params.g);
+    }
+    for (int t = 0; d->xch.hxin && t < T; t++) {
+        sc_vector_free(d->xch.hxin[t], d->xch.xin[t]);
+        sc_vector_free(d->xch.hdxin[t], d->xch.dxin[t]);
+    }
+    for (int t = 0; d->dysum.hdx_own && t < T; t++)
+        sc_vector_free(d->dysum.hdx_own[t], d->dysum.dx_own[t]);
+    free(d->dysum.contrib), free(d->dysum.dx_own), free(d->dysum.hdx_own);
+    for (int t = 0; d->chan.hpart && t < T; t++) {
+        sc_vector_free(d->chan.hpart[t], d->chan.part[t]);
+        sc_vector_free(d->chan.hdpart[t], d->chan.dpart[t]);
+    }
+    free(d->chan.part), free(d->chan.dpart), free(d->chan.hpart), free(d->chan.hdpart), free(d->chan.index);
+    sc_fetch_destroy(d->chan.reduce);
+    sc_fetch_destroy(d->chan.gather_dy);
+    if (d->chan.local)
+        free(d->chan.local->priv);
+    free(d->chan.local);
+    sc_fetch_destroy(d->xch.redist_fwd);
+    sc_fetch_destroy(d->xch.redist_bwd);
+    sc_fetch_destroy(d->xch.halo_x);
+    sc_fetch_destroy(d->xch.halo_dy);
+    sc_group_sum_destroy(d->xch.gsum[0]);
+    sc_group_sum_destroy(d->xch.gsum[1]);
+    free(d->xch.xin), free(d->xch.dxin), free(d->xch.hxin), free(d->xch.hdxin), free(d->xch.split);
+    free(d->tiles.s0), free(d->tiles.n);
+    free(d->tiles.y), free(d->tiles.dy), free(d->tiles.scratch), free(d->tiles.hy), free(d->tiles.hdy),
+        free(d->tiles.hscratch);
+    free(d->params.tile_g), free(d->params.htile_g);
+    free(d->replica.xr), free(d->replica.dyr), free(d->replica.pg), free(d->replica.hxr), free(d->replica.hdyr),
+        free(d->replica.hpg);
+}
+
+static void destroy_bucket(struct bucket *b)
+{
+    sc_bucket_destroy(b->vectors);
+    free(b->layer);
+}
+
+void sc_net_destroy(struct sc_net *net)
+{
+    if (!net)
+        return;
+    struct sc_net_dist *D = net->dist;
+    if (D) {
+        sc_tasks_wait_all(D->rt->comm);
+        for (int i = 0; D->ld && i < net->nlayers; i++) {
+            if (net->layers[i].ops->teardown)
+                net->layers[i].ops->teardown(share_of(net, i));
+            destroy_layer(D, &D->ld[i]);
+        }
+        for (int i = 0; D->buckets && i < D->nbuckets; i++)
+            destroy_bucket(&D->buckets[i]);
+        sc_gate_destroy(D->gate);
+        sc_nccl_destroy(D->nccl);
+        for (int t = 0; t < D->ntiles; t++) {
+            if (D->hx0)
+                sc_vector_free(D->hx0[t], D->x0[t]);
+            if (D->hlabels)
+                sc_vector_free(D->hlabels[t], D->labels[t]);
+            if (D->hstats)
+                sc_vector_free(D->hstats[t], D->stats[t]);
+            if (D->heval_acc)
+                sc_vector_free(D->heval_acc[t], D->eval_acc[t]);
+        }
+        free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
+        free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld), free(D->buckets);
+        free(D);
+    }
+    for (int i = 0; net->layers && i < net->nlayers; i++)
+        free(net->layers[i].priv);
+    free(net->layers);
+    free(net);
+}

@@ -1,0 +1,430 @@
+/* The submission of whole iterations: the layers' tasks, the exchanges
+ * between them, the sums of gradients, the buckets' collectives and the
+ * updates; evaluation and the sync points. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <starpu.h>
+
+#include "src/net/net_private.h"
+
+/* dy of layer l = the sum of its readers' parts, in a fixed order. */
+static int submit_gradient_sum(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    int n = (int)((size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box)), err;
+    for (int i = 0; i < d->dysum.ncontrib; i++)
+        for (int t = 0; t < D->ntiles; t++) {
+            if (!d->tiles.n[t])
+                continue;
+            if (i == 0 && !d->dysum.direct)
+                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], d->tiles.hdy[t], d->dysum.name);
+            else
+                err = sc_insert_accumulate(&D->critical, d->tiles.hdy[t], d->dysum.contrib[i][t], d->dysum.name);
+            if (err)
+                return err;
+        }
+    return 0;
+}
+
+/* Assemble each of this rank's tiles of a tensor (the samples of dst_d's
+ * tiles, block dst) from the fetch's sources: copied, or summed (a
+ * reduction) and then, with relu, through ReLU. */
+static int submit_assemble(const struct sc_task_opts *opts, struct sc_fetch *f, starpu_data_handle_t *src_tiles,
+                           const struct layer_data *dst_d, struct sc_block dst, int relu,
+                           starpu_data_handle_t *dst_tiles, const char *name)
+{
+    int err;
+    if ((err = sc_fetch_submit(f, opts, src_tiles)))
+        return err;
+    for (int t = 0; t < dst_d->xch.lin.ntiles; t++) {
+        struct sc_region_args a = {.op = sc_fetch_sums(f) ? SC_REGION_SUM : SC_REGION_COPY,
+                                   .c = dst.ch1 - dst.ch0,
+                                   .dst_ch0 = dst.ch0,
+                                   .relu = relu};
+        a.s0 = a.dst_s0 = dst_d->tiles.s0[t];
+        a.n = a.dst_n = dst_d->tiles.n[t];
+        a.region = a.dst_box = dst.box;
+        starpu_data_handle_t h[SC_REGION_MAX_SRC];
+        int ns = sc_fetch_sources(f, src_tiles, t, NULL, a.src, h, SC_REGION_MAX_SRC);
+        if (ns < 0)
+            return ns;
+        a.na = ns;
+        if (a.n > 0 && (err = sc_insert_region(opts, &a, h, NULL, dst_tiles[t], name)))
+            return err;
+    }
+    return 0;
+}
+
+/* ---- iterations ---- */
+
+/* This rank's blocks of layer l's input and output, with their channels. */
+static struct sc_block in_block(const struct layer_data *d)
+{
+    return (struct sc_block){d->xch.in_box, d->xch.in_ch0, d->xch.in_ch0 + d->xch.in_nch};
+}
+static struct sc_block out_block(const struct layer_data *d)
+{
+    return (struct sc_block){d->xch.out_box, d->xch.out_ch0, d->xch.out_ch0 + d->xch.out_nch};
+}
+
+static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    struct sc_tile_io io = {
+        .n = d->tiles.n[t],
+        .x = x_tiles(net, l)[t],
+        .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].tiles.hy[t] : NULL,
+        /* a channel-split convolution writes its partial sums, and reads
+         * all the dy of its filters */
+        .y = d->chan.partial ? d->chan.hpart[t] : d->tiles.hy[t],
+        .dx = dx_tiles(net, l) ? dx_tiles(net, l)[t] : NULL,
+        .dy = d->chan.partial ? d->chan.hdpart[t] : d->tiles.hdy[t],
+        .scratch = d->tiles.hscratch[t],
+        .params = d->params.hw,
+        .dparams = d->replica.on ? NULL
+                   : t           ? (d->params.htile_g ? d->params.htile_g[t] : NULL)
+                                 : d->params.hg,
+        .labels = D->hlabels[t],
+        .stats = D->hstats[t],
+        .loss_scale = 1.0f / (float)D->global_batch,
+        .train = train,
+        .task = &D->critical,
+        .grad_task = &d->params.grad_task,
+        .split = d->xch.split ? &d->xch.split[t] : NULL,
+        .group_sum = d->xch.gsum[0] ? d->xch.gsum : NULL,
+        .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
+    };
+    return io;
+}
+
+void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow)
+{
+    const struct sc_layer *loss = &net->layers[net->nlayers - 1];
+    *oh = loss->whole_sample ? 1 : loss->in.h;
+    *ow = loss->whole_sample ? 1 : loss->in.w;
+}
+
+struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct sc_box box, int n)
+{
+    return (struct sc_synth_args){.seed = ds->seed,
+                                  .kind = ds->synthetic - 1,
+                                  .c = ds->c,
+                                  .h = ds->h,
+                                  .w = ds->w,
+                                  .classes = ds->classes,
+                                  .r0 = box.r0,
+                                  .r1 = box.r1,
+                                  .c0 = box.c0,
+                                  .c1 = box.c1,
+                                  .n = n,
+                                  .nan_sample = ds->nan_sample};
+}
+
+/* Load the tiles' samples of global batch idx (B entries; -1: padding),
+ * then run the forward pass (and the loss) of every tile, with the
+ * redistributions and halo exchanges between layers. */
+static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int train)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    int err;
+    const struct sc_task_opts *crit = &D->critical;
+    struct sc_load_block blk = {
+        ds->c, ds->h, ds->w, first->xch.in_box.r0, first->xch.in_box.r1, first->xch.in_box.c0, first->xch.in_box.c1};
+    int oh, ow;
+    sc_net_label_shape(net, &oh, &ow);
+    for (int t = 0; t < D->ntiles && ds->synthetic; t++) {
+        struct sc_layer *loss = &net->layers[net->nlayers - 1];
+        struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->xch.in_box;
+        struct sc_synth_args a = sc_dataset_synth_args(ds, first->xch.in_box, first->tiles.n[t]);
+        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], D->hx0[t], NULL, D->load_name)))
+            return err;
+        a.n = last->tiles.n[t];
+        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t], D->hlabels[t],
+                                                 D->load_name)))
+            return err;
+    }
+    for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
+        if (!D->spatial) { /* one task for both when the tiles are alike */
+            if ((err = sc_insert_load_batch(&D->load, ds->images, ds->labels, (int)sc_shape_size(&net->input),
+                                            first->tiles.n[t], idx + first->tiles.s0[t], D->hx0[t], D->hlabels[t],
+                                            D->load_name)))
+                return err;
+            continue;
+        }
+        if ((err = sc_insert_load_images(&D->load, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t],
+                                         D->hx0[t], D->load_name)) ||
+            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t], D->hlabels[t],
+                                         D->load_name)))
+            return err;
+    }
+    for (int l = 0; l < net->nlayers; l++) {
+        struct layer_data *d = &D->ld[l];
+        struct sc_layer *L = share_of(net, l);
+        if (L->alias)
+            continue;
+        if (d->xch.redist_fwd && (err = submit_assemble(&D->critical, d->xch.redist_fwd, D->ld[L->src[0]].tiles.hy, d,
+                                                        in_block(d), 0, d->xch.hxin, d->xch.assemble_name)))
+            return err;
+        if (d->xch.halo_x && (err = sc_fetch_submit(d->xch.halo_x, crit, x_tiles(net, l))))
+            return err;
+        if (L->ops->forward_tiles) {
+            struct sc_tile_io io[D->ntiles];
+            for (int t = 0; t < D->ntiles; t++)
+                io[t] = tile_io(net, l, t, train);
+            if ((err = L->ops->forward_tiles(L, io, D->ntiles)))
+                return err;
+        }
+        for (int t = 0; t < D->ntiles && !L->ops->forward_tiles; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, train);
+            if (io.n && (err = L->ops->forward(L, &io)))
+                return err;
+        }
+        /* the partial sums' reduce-scatter, and the activation after it */
+        if (d->chan.partial && (err = submit_assemble(&D->critical, d->chan.reduce, d->chan.hpart, d, out_block(d),
+                                                      L->post_relu, d->tiles.hy, d->chan.reduce_name)))
+            return err;
+        if (train && d->replica.on) {
+            err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, D->ntiles, x_tiles(net, l),
+                                                           d->replica.hxr, d->replica.gather_x)
+                          : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, D->ntiles, d->replica.tag_x,
+                                                      x_tiles(net, l), d->replica.hxr, d->replica.gather_x);
+            if (err)
+                return err;
+        }
+    }
+    return 0;
+}
+
+/* The whole gradient of a replicated layer from every rank's inputs and
+ * errors, all local; then its update, unless a gate defers it. */
+static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_layer *layer = &net->layers[l];
+    struct layer_data *d = &D->ld[l];
+    int P = D->rt->size, T = D->ntiles, me = D->rt->rank, err;
+    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, T, d->tiles.hdy, d->replica.hdyr,
+                                                   d->replica.gather_dy)
+                  : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, T, d->replica.tag_dy, d->tiles.hdy,
+                                              d->replica.hdyr, d->replica.gather_dy);
+    if (err)
+        return err;
+    for (int q = 0; q < P && !err; q++)
+        for (int t = 0; t < T && !err; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (q != me) {
+                io.x = d->replica.hxr[q * T + t];
+                io.dy = d->replica.hdyr[q * T + t];
+            }
+            io.dparams = d->replica.hpg[q * T + t];
+            /* on the workers that give every rank the same bits */
+            io.task = io.grad_task = &d->params.replica_task;
+            err = layer->ops->param_grad(layer, &io);
+        }
+    if (err)
+        return err;
+    for (int i = 1; i < P * T; i++)
+        if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, d->replica.hpg[i], d->replica.acc_name)))
+            return err;
+    if (D->gate)
+        return sc_gate_check_submit(D->gate, &d->params.grad_task, d->params.hg);
+    return sc_insert_sgd(&d->params.grad_task, sgd, d->params.hw, d->replica.hv, d->params.hg, d->replica.sgd_name);
+}
+
+/* The collective of a bucket, once the gradients of all its layers are
+ * submitted; a gate puts its verdict between the two halves. */
+static int submit_bucket_reduce(struct bucket *b, struct sc_gate *gate)
+{
+    return sc_bucket_reduce_submit(b->vectors, &b->task, gate);
+}
+
+static int submit_bucket_update(struct bucket *b, const struct sc_sgd_args *sgd)
+{
+    return sc_bucket_update_submit(b->vectors, &b->task, sgd);
+}
+
+/* With a gate: the verdict over the whole batch, then every update, in
+ * the order the gradients came (backward). */
+static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_sgd_args gated = *sgd;
+    gated.gate = sc_gate_handle(D->gate);
+    int err = sc_gate_close_submit(D->gate, &D->critical);
+    for (int l = 0; l < net->nlayers && !err; l++) {
+        struct sc_layer *layer = share_of(net, l);
+        if (layer->alias || !layer->ops->update_buffers)
+            continue;
+        struct sc_tile_io io[D->ntiles];
+        for (int t = 0; t < D->ntiles; t++)
+            io[t] = tile_io(net, l, t, 1);
+        err = layer->ops->update_buffers(layer, io, D->ntiles);
+    }
+    for (int l = net->nlayers - 1; l >= 0 && !err; l--) {
+        struct layer_data *d = &D->ld[l];
+        if (net->layers[l].alias || !net->layers[l].nparams)
+            continue;
+        if (d->replica.on) {
+            err = sc_insert_sgd(&d->params.grad_task, &gated, d->params.hw, d->replica.hv, d->params.hg,
+                                d->replica.sgd_name);
+        } else {
+            struct bucket *b = &D->buckets[d->params.bucket];
+            if (b->layer[b->nlayers - 1] == l)
+                err = submit_bucket_update(b, &gated);
+        }
+    }
+    return err;
+}
+
+/* A channel-split convolution's dy: through the activation it applied
+ * after the sum, then gathered over the ranks of its C group (the
+ * allgather that is the reduce-scatter's backward). */
+static int submit_partial_dy(struct sc_net *net, int l)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    int err;
+    size_t per_sample = (size_t)d->xch.out_nch * sc_box_area(d->xch.out_box);
+    for (int t = 0; t < D->ntiles && share_of(net, l)->post_relu; t++)
+        if (d->tiles.n[t] && (err = sc_insert_relu_bwd(&D->critical, (int)(d->tiles.n[t] * per_sample), d->tiles.hdy[t],
+                                                       d->tiles.hy[t], d->chan.relu_name)))
+            return err;
+    struct sc_block part = {d->xch.out_box, d->chan.part_ch0, d->chan.part_ch0 + d->chan.part_nch};
+    return submit_assemble(&D->critical, d->chan.gather_dy, d->tiles.hdy, d, part, 0, d->chan.hdpart,
+                           d->chan.gather_name);
+}
+
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+                       const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    int err;
+    if ((D->gate && (err = sc_gate_open_submit(D->gate, &D->critical))) || (err = submit_forward(net, ds, idx, 1)))
+        return err;
+    for (int l = net->nlayers - 1; l >= 0; l--) {
+        struct sc_layer *layer = share_of(net, l);
+        struct layer_data *d = &D->ld[l];
+        if (layer->alias)
+            continue;
+        if ((err = submit_gradient_sum(net, l)))
+            return err;
+        for (int t = 0; t < D->ntiles && layer->ops->act_backward; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (io.n && (err = layer->ops->act_backward(layer, &io)))
+                return err;
+        }
+        if (d->chan.partial && (err = submit_partial_dy(net, l)))
+            return err;
+        if (d->xch.halo_dy &&
+            (err = sc_fetch_submit(d->xch.halo_dy, &D->critical, d->chan.partial ? d->chan.hdpart : d->tiles.hdy)))
+            return err;
+        if (layer->ops->backward_tiles) {
+            struct sc_tile_io io[D->ntiles];
+            for (int t = 0; t < D->ntiles; t++)
+                io[t] = tile_io(net, l, t, 1);
+            if ((err = layer->ops->backward_tiles(layer, io, D->ntiles)))
+                return err;
+        }
+        for (int t = 0; t < D->ntiles && layer->ops->backward; t++) {
+            struct sc_tile_io io = tile_io(net, l, t, 1);
+            if (io.n && (err = layer->ops->backward(layer, &io)))
+                return err;
+        }
+        if (d->xch.redist_bwd && (err = submit_assemble(&D->critical, d->xch.redist_bwd, d->xch.hdxin,
+                                                        &D->ld[layer->src[0]], out_block(&D->ld[layer->src[0]]), 0,
+                                                        input_grad_tiles(net, l), d->xch.assemble_name)))
+            return err;
+        if (!layer->nparams)
+            continue;
+        if (d->replica.on) {
+            if ((err = submit_replicated_grad(net, l, sgd)))
+                return err;
+            continue;
+        }
+        for (int t = 1; t < D->ntiles; t++)
+            if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, d->params.htile_g[t], layer->name)))
+                return err;
+        /* A bucket's collective right after the gradient of its last layer,
+         * so that it overlaps the backward pass of the layers below. */
+        struct bucket *b = &D->buckets[d->params.bucket];
+        if (b->layer[b->nlayers - 1] != l)
+            continue;
+        if ((err = submit_bucket_reduce(b, D->gate)) || (!D->gate && (err = submit_bucket_update(b, sgd))))
+            return err;
+    }
+    if (D->gate && (err = submit_gated_updates(net, sgd)))
+        return err;
+    net->iteration++;
+    /* Bounded lookahead: tasks are small, but an epoch of them is not. */
+    sc_tasks_throttle(4096);
+    return 0;
+}
+
+static void sum_stats(struct sc_net *net, starpu_data_handle_t *h, float **mem, double out[2])
+{
+    struct sc_net_dist *D = net->dist;
+    double local[2] = {0, 0};
+    for (int t = 0; t < D->ntiles; t++) {
+        starpu_data_acquire(h[t], STARPU_R);
+        local[0] += mem[t][0];
+        local[1] += mem[t][1];
+        starpu_data_release(h[t]);
+    }
+    MPI_Allreduce(local, out, 2, MPI_DOUBLE, MPI_SUM, D->rt->ctl);
+}
+
+double sc_net_last_loss(struct sc_net *net)
+{
+    double s[2];
+    sum_stats(net, net->dist->hstats, net->dist->stats, s);
+    return s[0] / net->dist->global_batch / net->dist->loss_pixels;
+}
+
+int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss)
+{
+    struct sc_net_dist *D = net->dist;
+    int B = D->global_batch, err;
+    for (int t = 0; t < D->ntiles; t++) {
+        starpu_data_acquire(D->heval_acc[t], STARPU_W);
+        D->eval_acc[t][0] = D->eval_acc[t][1] = 0;
+        starpu_data_release(D->heval_acc[t]);
+    }
+    /* Whole batches only, so that every tile and exchange keeps its shape:
+     * the last one is padded with samples the loss ignores. */
+    int32_t *idx = malloc((size_t)B * sizeof(*idx));
+    if (!idx)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    struct layer_data *last = &D->ld[net->nlayers - 1];
+    for (int start = 0; start < ds->n; start += B) {
+        for (int i = 0; i < B; i++)
+            idx[i] = start + i < ds->n ? start + i : -1;
+        if ((err = submit_forward(net, ds, idx, 0))) {
+            free(idx);
+            return err;
+        }
+        for (int t = 0; t < D->ntiles; t++)
+            if (last->tiles.n[t] &&
+                (err = sc_insert_accumulate(&D->critical, D->heval_acc[t], D->hstats[t], D->acc_name))) {
+                free(idx);
+                return err;
+            }
+        sc_tasks_throttle(4096);
+    }
+    free(idx);
+    double s[2];
+    sum_stats(net, D->heval_acc, D->eval_acc, s);
+    *loss = s[0] / ds->n / D->loss_pixels;
+    *accuracy = s[1] / ds->n / D->loss_pixels;
+    return 0;
+}
+
+void sc_net_wait(struct sc_net *net)
+{
+    sc_tasks_wait_all(net->dist->rt->comm);
+}

@@ -1,0 +1,808 @@
+/* The measurements of `starconv-plan calibrate` (calibrate.h): the
+ * machine's memory bandwidth, the library kernels the planner's model
+ * looks up, and the runtime's task and communication costs. */
+#include "src/planner/calibrate.h"
+
+#include <cblas.h>
+#include <mpi.h>
+#include <omp.h>
+#include <starpu.h>
+#include <starpu_mpi.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "base/rng.h"
+#include "codelets/codelets.h"
+#include "codelets/codelets_synth.h"
+#include "codelets/kernels.h"
+#include "src/net/net.h"
+#include "tasks/tasks.h"
+#ifdef SC_USE_CUDA
+#include "codelets/cuda/sc_cuda.h"
+#endif
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The median of t[0..n) (sorts t); n >= 1. */
+static double median(double *t, int n)
+{
+    qsort(t, (size_t)n, sizeof *t, cmp_double);
+    return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+/* ---- the machine ---- */
+
+/* The CPU's model name from /proc/cpuinfo ("model name: ..."), else the
+ * architecture (some ARM kernels give no model name). */
+static void cpu_model(char *buf, size_t len)
+{
+    char line[512];
+    buf[0] = '\0';
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    while (f && !buf[0] && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) || !colon)
+            continue;
+        char *s = colon + 1, *e = s + strlen(s);
+        while (*s == ' ' || *s == '\t')
+            s++;
+        while (e > s && (e[-1] == '\n' || e[-1] == ' ' || e[-1] == '\t'))
+            e--;
+        snprintf(buf, len, "%.*s", (int)(e - s), s);
+    }
+    if (f)
+        fclose(f);
+    struct utsname u;
+    if (!buf[0])
+        snprintf(buf, len, "%s", uname(&u) == 0 ? u.machine : "unknown CPU");
+}
+
+/* 64 MiB per array: far beyond any cache, so each pass streams memory. */
+#define STREAM_FLOATS ((size_t)16 << 20)
+#define STREAM_PASSES 7
+
+int sc_calibrate_machine_name(char *name, size_t len)
+{
+    char model[96];
+    cpu_model(model, sizeof model);
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    snprintf(name, len, "%s, %ld cores", model, cores > 0 ? cores : 1);
+    return cores > 0 ? (int)cores : 1;
+}
+
+#define ROW_FLOATS 16
+/* Not a constant to the compiler, as a region's row length is not: memcpy
+ * stays a call. */
+static volatile int row_floats = ROW_FLOATS;
+
+static void copy_rows(float *dst, const float *src, size_t nrows, int len)
+{
+    for (size_t r = 0; r < nrows; r++)
+        memcpy(dst + r * len, src + r * 4 * len, (size_t)len * sizeof(float));
+}
+
+int sc_calibrate_machine(struct sc_calib *c)
+{
+    c->cores = sc_calibrate_machine_name(c->machine, sizeof c->machine);
+
+    size_t bytes = STREAM_FLOATS * sizeof(float);
+    float *a = aligned_alloc(64, bytes), *b = aligned_alloc(64, bytes);
+    if (!a || !b) {
+        free(a), free(b);
+        return sc_error(SC_ERR_NOMEM, "out of memory for the memory bandwidth test (2 x %zu MiB)", bytes >> 20);
+    }
+    for (size_t i = 0; i < STREAM_FLOATS; i++) /* also maps the pages before the first timed pass */
+        a[i] = b[i] = (float)(i & 1023);
+    /* One read and one write per float, as a layer without a library
+     * kernel (batch normalization, ReLU, adds) streams its tensors. */
+    double t[STREAM_PASSES];
+    volatile float sink = 0;
+    for (int p = 0; p < STREAM_PASSES; p++) {
+        double t0 = now();
+        for (size_t i = 0; i < STREAM_FLOATS; i++)
+            b[i] = a[i] * 0.5f + 1.0f;
+        t[p] = now() - t0;
+        sink += b[(size_t)p * 4099 % STREAM_FLOATS]; /* so that the passes are not optimized away */
+    }
+    c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
+    /* A region task gathers its window and scatters its output row by row,
+     * one memcpy each (codelets/cl_region.c): a block a few columns wide
+     * (a split over W) moves its bytes in many short rows, each dearer than
+     * its bytes at stream's rate.  Timed here: rows of ROW_FLOATS out of
+     * rows 4 times as long (a quarter of each image's width), beyond the
+     * caches; what a row takes beyond its bytes (read and written) at
+     * stream's rate. */
+    size_t nrows = STREAM_FLOATS / (4 * ROW_FLOATS);
+    for (int p = 0; p < STREAM_PASSES; p++) {
+        double t0 = now();
+        copy_rows(b, a, nrows, row_floats);
+        t[p] = now() - t0;
+        sink += b[(size_t)p * 4099 % (nrows * ROW_FLOATS)];
+    }
+    (void)sink;
+    free(a), free(b);
+    double row = median(t, STREAM_PASSES) / (double)nrows - 2.0 * ROW_FLOATS * sizeof(float) / c->stream;
+    c->rowcopy = row > 0 ? row : 0;
+    return 0;
+}
+
+/* ---- the kernels ---- */
+
+/* The buffers of one kernel's timing: its inputs, outputs and parameters,
+ * and their gradients. */
+enum { B_X, B_Y, B_W, B_DX, B_DW, NBUF };
+
+/* A kernel to time: its work and its calibration key. */
+struct pending {
+    struct sc_layer_work w;
+    char key[SC_CALIB_KEY_LEN];
+};
+
+struct compute {
+    struct sc_calib *c;
+    struct sc_kernel_worker *kw;
+    int reps;
+    FILE *progress;
+    struct pending *list; /* the kernels c does not hold yet, each once */
+    int n, listcap;
+    double *times; /* kernel i's op j in pass p at times[(i * reps + p) * 3 + j] */
+    double *t;     /* reps times */
+    float *buf[NBUF];
+    size_t cap[NBUF]; /* floats */
+#ifdef SC_USE_CUDA
+    /* On the GPU (cuda 1): the kernels on ctx's stream, on copies of buf
+     * in device memory, timed by events around each call. */
+    int cuda;
+    struct sc_cuda_ctx ctx;
+    float *dev[NBUF];
+    struct sc_workspace ws; /* cuDNN's, as large as a CUDA worker's */
+    cudaEvent_t ev[2];
+#endif
+};
+
+/* Buffer i of at least n floats, filled with small random values (inputs
+ * that are neither zeros nor denormals, which some kernels take faster). */
+static int grow(struct compute *k, int i, size_t n)
+{
+    if (n <= k->cap[i])
+        return 0;
+    free(k->buf[i]);
+    size_t bytes = (n * sizeof(float) + 63) / 64 * 64;
+    if (!(k->buf[i] = aligned_alloc(64, bytes))) {
+        k->cap[i] = 0;
+        return sc_error(SC_ERR_NOMEM, "out of memory for a kernel's buffers (%zu bytes)", bytes);
+    }
+    for (size_t j = 0; j < n; j++)
+        k->buf[i][j] = (float)((double)(sc_splitmix64(j * NBUF + (uint64_t)i) >> 40) * 0x1p-24 - 0.5) * 0.1f;
+    k->cap[i] = n;
+#ifdef SC_USE_CUDA
+    if (k->cuda) {
+        cudaFree(k->dev[i]);
+        k->dev[i] = NULL;
+        if (cudaMalloc((void **)&k->dev[i], bytes) != cudaSuccess ||
+            cudaMemcpy(k->dev[i], k->buf[i], n * sizeof(float), cudaMemcpyHostToDevice) != cudaSuccess) {
+            k->cap[i] = 0;
+            return sc_error(SC_ERR_NOMEM, "out of device memory for a kernel's buffers (%zu bytes)", bytes);
+        }
+    }
+#endif
+    return 0;
+}
+
+/* The buffers w's kernels need; *nops: how many of forward, backward data
+ * and backward filter it has. */
+static int prepare(struct compute *k, const struct sc_layer_work *w, int *nops)
+{
+    size_t n[NBUF] = {0};
+    if (w->kind == SC_WORK_CONV) {
+        const struct sc_conv_args *a = &w->conv;
+        n[B_X] = n[B_DX] = (size_t)a->n * a->c * a->h * a->w;
+        n[B_Y] = (size_t)a->n * a->f * a->oh * a->ow;
+        n[B_W] = n[B_DW] = (size_t)a->f * a->c * a->kh * a->kw + (size_t)a->f;
+        *nops = 3;
+    } else if (w->kind == SC_WORK_POOL) {
+        const struct sc_pool_args *a = &w->pool;
+        n[B_X] = n[B_DX] = (size_t)a->n * a->c * a->h * a->w;
+        n[B_Y] = (size_t)a->n * a->c * a->oh * a->ow;
+        n[B_W] = (sc_pool_workspace_bytes(a) + sizeof(float) - 1) / sizeof(float); /* the workspace */
+        *nops = 2;
+    } else {
+        const struct sc_fc_args *a = &w->fc;
+        n[B_X] = n[B_DX] = (size_t)a->n * a->in;
+        n[B_Y] = (size_t)a->n * a->out;
+        n[B_W] = n[B_DW] = (size_t)a->out * a->in + (size_t)a->out;
+        *nops = 3;
+    }
+    int err = 0;
+    for (int i = 0; i < NBUF && !err; i++)
+        err = grow(k, i, n[i] ? n[i] : 1);
+    return err;
+}
+
+/* One call of w's kernel: op 0 forward, 1 backward data, 2 backward
+ * filter, with the arguments its codelet gives it (codelets/cl_*.c), on
+ * the CPU or, k->cuda, its CUDA version on device copies of the buffers. */
+static void run(struct compute *k, const struct sc_layer_work *w, int op)
+{
+    float **b = k->buf;
+    int cuda = 0;
+#ifdef SC_USE_CUDA
+    if ((cuda = k->cuda))
+        b = k->dev;
+#endif
+    /* in0, in1 -> out of each op of a convolution or a fully connected
+     * layer: x, w -> y; dy, w -> dx; x, dy -> dw */
+    static const int in0[3] = {B_X, B_Y, B_X}, in1[3] = {B_W, B_W, B_Y}, out[3] = {B_Y, B_DX, B_DW};
+    if (w->kind == SC_WORK_CONV) {
+        const struct sc_conv_args *a = &w->conv;
+        size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
+        float *bias = op == 0 ? b[B_W] + nw : op == 2 ? b[B_DW] + nw : NULL;
+        if (!cuda)
+            sc_conv_compute(k->kw, op, a, b[in0[op]], b[in1[op]], b[out[op]], bias);
+#ifdef SC_USE_CUDA
+        else
+            sc_conv_compute_cuda(&k->ctx, op, a, b[in0[op]], b[in1[op]], b[out[op]], bias, &k->ws);
+#endif
+    } else if (w->kind == SC_WORK_POOL) {
+        /* forward x -> y, backward dy -> dx; the workspace (max) between */
+        float *x = b[op ? B_Y : B_X], *y = b[op ? B_DX : B_Y];
+        if (!cuda)
+            sc_pool_compute(k->kw, op, &w->pool, x, y, b[B_W]);
+#ifdef SC_USE_CUDA
+        else
+            sc_pool_compute_cuda(&k->ctx, op, &w->pool, x, y, b[B_W]);
+#endif
+    } else {
+        if (!cuda)
+            sc_fc_compute(op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+#ifdef SC_USE_CUDA
+        else
+            sc_fc_compute_cuda(&k->ctx, op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+#endif
+    }
+}
+
+#ifdef SC_USE_CUDA
+/* As time_op, the call between two events on the stream: the GPU's time,
+ * launches included where the GPU waits for them (small kernels); a
+ * failed call gets a line on stderr from the kernel and a time of -1. */
+static double time_op_cuda(struct compute *k, const struct sc_layer_work *w, int op)
+{
+    cudaStream_t s = k->ctx.stream;
+    float ms = 0;
+    run(k, w, op);
+    if (sc_cuda_check(cudaStreamSynchronize(s), "calibrate"))
+        return -1;
+    cudaEventRecord(k->ev[0], s);
+    run(k, w, op);
+    cudaEventRecord(k->ev[1], s);
+    if (sc_cuda_check(cudaEventSynchronize(k->ev[1]), "calibrate") ||
+        sc_cuda_check(cudaEventElapsedTime(&ms, k->ev[0], k->ev[1]), "calibrate"))
+        return -1;
+    return ms * 1e-3;
+}
+#endif
+
+/* A kernel faster than this is timed over as many calls in a row as take
+ * about as long (at most SHORT_CALLS): one call of a few microseconds is
+ * mostly the clock's and the scheduler's noise. */
+#define SHORT_S     1e-3
+#define SHORT_CALLS 32
+
+/* One call, after one that builds the kernel's primitives (the first
+ * time) and brings its data into the caches, as in training's steady
+ * state; a short kernel, the mean of several. */
+static double time_op(struct compute *k, const struct sc_layer_work *w, int op)
+{
+#ifdef SC_USE_CUDA
+    if (k->cuda)
+        return time_op_cuda(k, w, op);
+#endif
+    run(k, w, op);
+    double t0 = now();
+    run(k, w, op);
+    double t = now() - t0;
+    if (t >= SHORT_S)
+        return t;
+    int calls = t * SHORT_CALLS > SHORT_S ? (int)(SHORT_S / t) : SHORT_CALLS;
+    t0 = now();
+    for (int i = 0; i < calls; i++)
+        run(k, w, op);
+    return (now() - t0) / calls;
+}
+
+static int is_new(const struct compute *k, const struct sc_layer_work *w, const char *key)
+{
+    if (w->kind == SC_WORK_STREAM || !key[0] || sc_calib_find(k->c, key))
+        return 0;
+    for (int i = 0; i < k->n; i++)
+        if (!strcmp(k->list[i].key, key))
+            return 0;
+    return 1;
+}
+
+static int add_pending(void *ctx, const struct sc_layer_work *w, const char *key)
+{
+    struct compute *k = ctx;
+    if (!is_new(k, w, key))
+        return 0;
+    if (k->n == k->listcap) {
+        int cap = k->listcap ? 2 * k->listcap : 64;
+        struct pending *l = realloc(k->list, (size_t)cap * sizeof *l);
+        if (!l)
+            return sc_error(SC_ERR_NOMEM, "out of memory for the list of kernels");
+        k->list = l, k->listcap = cap;
+    }
+    struct pending *e = &k->list[k->n];
+    e->w = *w;
+    snprintf(e->key, sizeof e->key, "%s", key);
+    k->n++;
+    return 0;
+}
+
+/* Each pass times every kernel once, so that the machine's drift (a
+ * shared machine's neighbours come and go over seconds) spreads over all
+ * kernels alike instead of slowing the few timed while it lasts: timed
+ * reps calls in a row, kernels of one network came out 0.6-1.8 times
+ * their times in the next calibration, in runs of neighbouring kernels. */
+static int time_passes(struct compute *k)
+{
+    int err = 0;
+    for (int p = 0; p < k->reps && !err; p++) {
+        for (int i = 0; i < k->n && !err; i++) {
+            struct pending *e = &k->list[i];
+            double *t = k->times + ((size_t)i * k->reps + p) * 3;
+            int nops;
+            err = prepare(k, &e->w, &nops);
+            for (int op = 0; op < nops && !err; op++)
+                if ((t[op] = time_op(k, &e->w, op)) < 0)
+                    err = sc_error(SC_ERR_RUNTIME, "calibrate: the kernel %s failed (see above)", e->key);
+        }
+        if (!err && k->progress) {
+            fprintf(k->progress, "calibrate: pass %d/%d over %d kernels\n", p + 1, k->reps, k->n);
+            fflush(k->progress);
+        }
+    }
+    for (int i = 0; i < k->n && !err; i++) {
+        double m[3];
+        for (int op = 0; op < 3; op++) {
+            for (int p = 0; p < k->reps; p++)
+                k->t[p] = k->times[((size_t)i * k->reps + p) * 3 + op];
+            m[op] = median(k->t, k->reps);
+        }
+        err = sc_calib_add_kernel(k->c, k->list[i].key, m[0], m[1], m[2]);
+    }
+    return err;
+}
+
+#ifndef SC_USE_CUDA
+static int no_cuda(void)
+{
+    return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (configure --with-cuda; "
+                                "README, GPU)");
+}
+#else
+static int cuda_begin(struct compute *k)
+{
+    int err = sc_cuda_ctx_open(&k->ctx);
+    if (!err && (sc_cuda_check(cudaEventCreate(&k->ev[0]), "calibrate") ||
+                 sc_cuda_check(cudaEventCreate(&k->ev[1]), "calibrate")))
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: no CUDA events (see above)");
+    if (!err && (err = sc_cuda_workspace_limit(&k->ws.bytes)) == 0 && k->ws.bytes &&
+        cudaMalloc(&k->ws.ptr, k->ws.bytes) != cudaSuccess)
+        err = sc_error(SC_ERR_NOMEM, "out of device memory for cuDNN's workspace (%zu bytes)", k->ws.bytes);
+    return err;
+}
+
+static void cuda_end(struct compute *k)
+{
+    if (k->ctx.stream)
+        cudaStreamSynchronize(k->ctx.stream);
+    for (int i = 0; i < NBUF; i++)
+        cudaFree(k->dev[i]);
+    cudaFree(k->ws.ptr);
+    for (int i = 0; i < 2; i++)
+        if (k->ev[i])
+            cudaEventDestroy(k->ev[i]);
+    sc_cuda_ctx_close(&k->ctx);
+}
+#endif
+
+int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const struct sc_plan_opts *o, int reps,
+                         enum sc_calibrate_device device, FILE *progress)
+{
+    if (reps < 1)
+        return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+#ifndef SC_USE_CUDA
+    if (device == SC_CALIBRATE_CUDA)
+        return no_cuda();
+#endif
+    struct compute k = {.c = c, .reps = reps, .progress = progress};
+    int err = sc_plan_kernels(net, o, add_pending, &k);
+    if (!err && k.n &&
+        (!(k.t = malloc((size_t)reps * sizeof *k.t)) || !(k.times = calloc((size_t)k.n * reps * 3, sizeof *k.times)) ||
+         !(k.kw = sc_kernel_worker_create())))
+        err = sc_error(SC_ERR_NOMEM, "out of memory for the kernels' timing");
+    if (err || !k.n)
+        goto done;
+#ifdef SC_USE_CUDA
+    k.cuda = device == SC_CALIBRATE_CUDA;
+    if (k.cuda && !(err = cuda_begin(&k)))
+        err = time_passes(&k);
+    if (k.cuda) {
+        cuda_end(&k);
+        goto destroy;
+    }
+#endif
+    /* As a StarPU CPU worker runs them (codelets/cl_common.c): one thread
+     * each, StarPU's workers being the parallelism.  OpenMP's count is the
+     * calling thread's, OpenBLAS's the process's; both are put back. */
+    int omp_threads = omp_get_max_threads();
+    omp_set_num_threads(1);
+#ifdef OPENBLAS_VERSION
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#endif
+    err = time_passes(&k);
+#ifdef OPENBLAS_VERSION
+    openblas_set_num_threads(blas_threads);
+#endif
+    omp_set_num_threads(omp_threads);
+#ifdef SC_USE_CUDA
+destroy:
+#endif
+    /* On this thread: oneDNN's per-thread scratchpad is released by the
+     * thread that took it (codelets/kernels.h). */
+    sc_kernel_worker_destroy(k.kw);
+done:
+    for (int i = 0; i < NBUF; i++)
+        free(k.buf[i]);
+    free(k.times);
+    free(k.list);
+    free(k.t);
+    return err;
+}
+
+int sc_calibrate_device_cuda(struct sc_calib *c)
+{
+#ifdef SC_USE_CUDA
+    int dev = 0, count = 0;
+    struct cudaDeviceProp p;
+    if (cudaGetDeviceCount(&count) != cudaSuccess || count < 1 || cudaGetDevice(&dev) != cudaSuccess ||
+        cudaGetDeviceProperties(&p, dev) != cudaSuccess)
+        return sc_error(SC_ERR_RUNTIME, "--device cuda: no CUDA device here");
+    snprintf(c->machine, sizeof c->machine, "%.100s (CUDA device %d)", p.name, dev);
+    c->cores = 0;
+    /* stream: a device-to-device copy much larger than the L2 cache, bytes
+     * read plus written, as a layer without a library kernel streams. */
+    size_t bytes = (size_t)256 << 20;
+    void *a = NULL, *b = NULL;
+    cudaEvent_t ev[2] = {NULL, NULL};
+    double t[STREAM_PASSES];
+    int err = 0;
+    if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess ||
+        cudaMemset(a, 0, bytes) != cudaSuccess || cudaEventCreate(&ev[0]) != cudaSuccess ||
+        cudaEventCreate(&ev[1]) != cudaSuccess)
+        err = sc_error(SC_ERR_NOMEM, "--device cuda: no room on the device for the bandwidth test");
+    for (int i = -1; i < STREAM_PASSES && !err; i++) { /* the first pass warms up */
+        float ms = 0;
+        cudaEventRecord(ev[0], 0);
+        cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, 0);
+        cudaEventRecord(ev[1], 0);
+        if (cudaEventSynchronize(ev[1]) != cudaSuccess || cudaEventElapsedTime(&ms, ev[0], ev[1]) != cudaSuccess)
+            err = sc_error(SC_ERR_RUNTIME, "--device cuda: the bandwidth test failed");
+        else if (i >= 0)
+            t[i] = ms * 1e-3;
+    }
+    if (!err)
+        c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
+    for (int i = 0; i < 2; i++)
+        if (ev[i])
+            cudaEventDestroy(ev[i]);
+    cudaFree(a);
+    cudaFree(b);
+    return err;
+#else
+    (void)c;
+    return no_cuda();
+#endif
+}
+
+/* ---- the data ---- */
+
+int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct sc_dataset *ds, int reps,
+                      FILE *progress)
+{
+    if (reps < 1)
+        return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+    /* The labels at the loss's resolution, as training loads them. */
+    int oh, ow;
+    sc_net_label_shape(net, &oh, &ow);
+    struct sc_synth_args a = sc_dataset_synth_args(ds, (struct sc_box){0, ds->h, 0, ds->w}, 1);
+    size_t per = (size_t)ds->c * ds->h * ds->w, nl = (size_t)oh * ow;
+    int n = ds->n < 8 ? ds->n : 8;
+    float *x = malloc(per * n * sizeof *x);
+    int32_t *labels = malloc(per * sizeof *labels); /* sc_synth_sample's per-pixel labels, the most */
+    double *t = malloc((size_t)reps * sizeof *t);
+    int err = x && labels && t && n > 0 && oh >= 1 && ow >= 1 && (!ds->synthetic || nl <= per)
+                  ? 0
+                  : sc_error(SC_ERR_NOMEM, "out of memory for the data set's timing");
+    for (int r = -1; r < reps && !err; r++) { /* the first unmeasured: pages mapped */
+        double t0 = now();
+        for (int32_t i = 0; i < n; i++) {
+            if (ds->synthetic) {
+                sc_synth_sample(&a, i, x + (size_t)i * per, labels);
+                sc_synth_labels(&a, oh, ow, (struct sc_box){0, oh, 0, ow}, &i, labels);
+                continue;
+            }
+            const uint8_t *src = ds->images + (size_t)i * per;
+            for (size_t p = 0; p < per; p++) /* as cl_load_batch */
+                x[(size_t)i * per + p] = src[p] / 255.0f;
+            labels[0] = ds->labels[i];
+        }
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    if (!err) {
+        c->load = median(t, reps) / ((double)n * per);
+        if (progress)
+            fprintf(progress, "calibrate: loading a sample (%zu values, its labels): %.3f ms\n", per,
+                    c->load * per * 1e3);
+    }
+    free(x), free(labels), free(t);
+    return err;
+}
+
+/* ---- the runtime: tasks, messages, allreduce ---- */
+
+#define WARM       3   /* unmeasured repetitions before each timing */
+#define TASK_CHAIN 200 /* tasks per timed chain */
+#define P2P_SMALL  8   /* bytes: the latency */
+#define P2P_LARGE  (4 << 20)
+
+/* Seconds per task of a chain of TASK_CHAIN zeroings of one small vector
+ * (each waits for the one before: what the chain of a layer's tasks
+ * pays), the median of reps chains, averaged over the ranks. */
+static int time_tasks(struct sc_runtime *rt, int reps, double *t, double *out)
+{
+    starpu_data_handle_t h = NULL;
+    float *mem = NULL;
+    int err = sc_vector_new(&h, (void **)&mem, 16, sizeof(float));
+    for (int r = -WARM; r < reps && !err; r++) {
+        double t0 = now();
+        for (int i = 0; i < TASK_CHAIN && !err; i++)
+            err = sc_insert_zero(NULL, h, "calibrate.task");
+        sc_tasks_wait_data(h);
+        if (r >= 0)
+            t[r] = (now() - t0) / TASK_CHAIN;
+    }
+    sc_vector_free(h, mem);
+    double mine = err ? 0 : median(t, reps);
+    MPI_Allreduce(&mine, out, 1, MPI_DOUBLE, MPI_SUM, rt->ctl);
+    *out /= rt->size;
+    return sc_runtime_agree(rt, err);
+}
+
+/* hs to the next rank, hr from the previous one, through StarPU-MPI;
+ * nonzero when an exchange failed. */
+static int shift_once(struct sc_runtime *rt, starpu_data_handle_t hs, starpu_data_handle_t hr, int64_t tag)
+{
+    int P = rt->size, next = (rt->rank + 1) % P, prev = (rt->rank + P - 1) % P;
+    starpu_mpi_req sreq, rreq;
+    return starpu_mpi_irecv(hr, &rreq, prev, tag, rt->comm) || starpu_mpi_isend(hs, &sreq, next, tag, rt->comm) ||
+           starpu_mpi_wait(&rreq, MPI_STATUS_IGNORE) || starpu_mpi_wait(&sreq, MPI_STATUS_IGNORE);
+}
+
+/* Every rank sends a vector of bytes to the next rank and receives one
+ * from the previous, all at once, through StarPU-MPI: the slowest rank's
+ * time, the median of reps, on every rank.  All at once, because that is
+ * how halo exchanges and redistributions move data: on a network the
+ * ranks share (a throttled loopback, a node's link, memory) each flow gets
+ * its share, and that share is what the model's cost per byte must be. */
+static int time_shift(struct sc_runtime *rt, size_t bytes, int reps, double *t, double *out)
+{
+    starpu_data_handle_t hs = NULL, hr = NULL;
+    float *ms = NULL, *mr = NULL;
+    int64_t tag = sc_tags_reserve(1); /* every rank alike, as plans reserve theirs */
+    int err = sc_vector_new(&hs, (void **)&ms, bytes / sizeof(float), sizeof(float));
+    if (!err)
+        err = sc_vector_new(&hr, (void **)&mr, bytes / sizeof(float), sizeof(float));
+    err = sc_runtime_agree(rt, err);
+    for (int r = -WARM; r < reps && !err; r++) {
+        MPI_Barrier(rt->ctl);
+        double t0 = now();
+        err = shift_once(rt, hs, hr, tag);
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    if (err)
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: a StarPU-MPI exchange of %zu bytes failed", bytes);
+    if ((err = sc_runtime_agree(rt, err)) == 0) {
+        MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, rt->ctl);
+        *out = median(t, reps);
+    }
+    sc_vector_free(hs, ms);
+    sc_vector_free(hr, mr);
+    return err;
+}
+
+/* Every rank sends BUSY_BYTES to the next rank, as time_shift, while its
+ * workers run long tasks (zeroings of BUSY_FLOATS floats, a few ms each,
+ * BUSY_TASKS per worker queued before the message): the slowest rank's
+ * time, the median of reps.  Where the workers fill the cores, StarPU-MPI's
+ * thread waits for them: measured here, a message of 64 KiB or more took
+ * about 10 ms behind 5 ms tasks, 0.5-1 ms behind 0.15 ms ones, and 0.1-0.3
+ * ms with idle workers (2 ranks on 2 cores). */
+#define BUSY_BYTES          (1 << 20)
+#define BUSY_FLOATS         ((size_t)8 << 20)
+#define BUSY_TASKS          12
+#define SC_MAX_WORKERS_BUSY 64
+static int time_busy(struct sc_runtime *rt, int reps, double *t, double *out)
+{
+    starpu_data_handle_t hs = NULL, hr = NULL, hb[SC_MAX_WORKERS_BUSY] = {NULL};
+    float *ms = NULL, *mr = NULL, *mb[SC_MAX_WORKERS_BUSY] = {NULL};
+    int64_t tag = sc_tags_reserve(1);
+    int nw = (int)starpu_cpu_worker_get_count();
+    if (nw > SC_MAX_WORKERS_BUSY)
+        nw = SC_MAX_WORKERS_BUSY;
+    int err = sc_vector_new(&hs, (void **)&ms, BUSY_BYTES / sizeof(float), sizeof(float));
+    if (!err)
+        err = sc_vector_new(&hr, (void **)&mr, BUSY_BYTES / sizeof(float), sizeof(float));
+    for (int w = 0; w < nw && !err; w++) /* one vector per worker: their tasks run side by side */
+        err = sc_vector_new(&hb[w], (void **)&mb[w], BUSY_FLOATS, sizeof(float));
+    err = sc_runtime_agree(rt, err);
+    for (int r = -WARM; r < reps && !err; r++) {
+        MPI_Barrier(rt->ctl);
+        for (int i = 0; i < BUSY_TASKS && !err; i++)
+            for (int w = 0; w < nw && !err; w++)
+                err = sc_insert_zero(NULL, hb[w], "calibrate.busy");
+        double t0 = now();
+        err = err || shift_once(rt, hs, hr, tag);
+        if (r >= 0)
+            t[r] = now() - t0;
+        for (int w = 0; w < nw; w++)
+            sc_tasks_wait_data(hb[w]);
+    }
+    if (err)
+        err = sc_error(SC_ERR_RUNTIME, "calibrate: a StarPU-MPI exchange behind busy workers failed");
+    if ((err = sc_runtime_agree(rt, err)) == 0) {
+        MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, rt->ctl);
+        *out = median(t, reps);
+    }
+    sc_vector_free(hs, ms);
+    sc_vector_free(hr, mr);
+    for (int w = 0; w < nw; w++)
+        sc_vector_free(hb[w], mb[w]);
+    return err;
+}
+
+/* The ring allreduce of a vector of bytes over the groups of g consecutive
+ * ranks, all at once, with the options training gives its buckets
+ * (src/net/setup.c): submission to the moment the vector can be read, the
+ * slowest rank's, the median of reps. */
+static int time_allreduce(struct sc_runtime *rt, int g, size_t bytes, int segment_kb, int reps, double *t, double *out)
+{
+    struct sc_comm_opts co;
+    sc_comm_opts_default(&co);
+    co.segment_kb = segment_kb;
+    int members[g];
+    for (int i = 0; i < g; i++)
+        members[i] = rt->rank / g * g + i;
+    struct sc_ring_opts ro = {(size_t)co.segment_kb << 10, co.window, g < rt->size ? members : NULL, g, co.direct_kb};
+    starpu_data_handle_t h = NULL;
+    float *mem = NULL; /* zeros, which their sums keep finite however many repetitions */
+    struct sc_ring *ring = NULL;
+    int err = sc_runtime_agree(rt, sc_vector_new(&h, (void **)&mem, bytes / sizeof(float), sizeof(float)));
+    if (err) {
+        sc_vector_free(h, mem);
+        return err;
+    }
+    if (!(err = sc_runtime_agree(rt, sc_ring_create(&ring, h, rt->comm, &ro, "calibrate")))) {
+        for (int r = -WARM; r < reps && !err; r++) {
+            /* Together, as the ranks of a training step reach their
+             * gradients' collectives; two steps, as bench/allreduce.c has
+             * them: straight after one (the agreement), the ranks' threads
+             * had not settled, and 4 KiB took 0.15-0.2 ms against 0.03-0.08
+             * (2 ranks on 2 cores). */
+            if ((err = sc_runtime_agree(rt, err)))
+                break;
+            MPI_Barrier(rt->ctl);
+            double t0 = now();
+            err = sc_ring_allreduce_submit(ring, NULL);
+            sc_tasks_wait_data(h);
+            if (r >= 0)
+                t[r] = now() - t0;
+        }
+        sc_tasks_wait_all(rt->comm);
+    }
+    if ((err = sc_runtime_agree(rt, err)) == 0) {
+        MPI_Allreduce(MPI_IN_PLACE, t, reps, MPI_DOUBLE, MPI_MAX, rt->ctl);
+        *out = median(t, reps);
+    }
+    if (ring)
+        sc_ring_destroy(ring);
+    sc_vector_free(h, mem);
+    return err;
+}
+
+static void say(FILE *progress, const struct sc_runtime *rt, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void say(FILE *progress, const struct sc_runtime *rt, const char *fmt, ...)
+{
+    if (!progress || rt->rank != 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("calibrate: ", progress);
+    vfprintf(progress, fmt, ap);
+    fputc('\n', progress);
+    va_end(ap);
+    fflush(progress);
+}
+
+static int comm_p2p(struct sc_calib *c, struct sc_runtime *rt, int reps, double *t, FILE *progress)
+{
+    double small, large;
+    int err = time_shift(rt, P2P_SMALL, reps, t, &small);
+    if (!err)
+        err = time_shift(rt, P2P_LARGE, reps, t, &large);
+    if (err)
+        return err;
+    c->p2p_alpha = small;
+    /* Noise can make the large message look no slower than the small one;
+     * a negative cost per byte would mean nothing. */
+    c->p2p_beta = large > small ? (large - small) / (P2P_LARGE - P2P_SMALL) : 0;
+    say(progress, rt, "p2p %.1f us + %.3f ns/byte (%.2f GB/s)", c->p2p_alpha * 1e6, c->p2p_beta * 1e9,
+        c->p2p_beta > 0 ? 1e-9 / c->p2p_beta : 0.0);
+    return 0;
+}
+
+int sc_calibrate_comm(struct sc_calib *c, struct sc_runtime *rt, int reps, FILE *progress)
+{
+    static const size_t sizes[] = {4 << 10, 64 << 10, 1 << 20, 8 << 20};
+    if (reps < 1)
+        return sc_error(SC_ERR_ARG, "calibrate: %d repetitions; at least 1", reps);
+    double *t = malloc((size_t)reps * sizeof *t);
+    int err = sc_runtime_agree(rt, t ? 0 : sc_error(SC_ERR_NOMEM, "out of memory"));
+    if (!err && !(err = time_tasks(rt, reps, t, &c->task)))
+        say(progress, rt, "task overhead %.1f us", c->task * 1e6);
+    if (!err && rt->size > 1)
+        err = comm_p2p(c, rt, reps, t, progress);
+    if (!err && rt->size > 1 && !(err = time_busy(rt, reps, t, &c->busy)))
+        say(progress, rt, "a 1 MiB message behind busy workers: %.3f ms", c->busy * 1e3);
+    /* Segments as training sizes them (--comm-segment auto). */
+    int segment_kb;
+    double link;
+    if (!err && !(err = sc_link_segment_kb(rt->ctl, &segment_kb, &link)) && link > 0)
+        say(progress, rt, "link %.2f GB/s: collectives in %d KiB segments", link * 1e-9, segment_kb);
+    for (int g = 2; g <= rt->size && !err; g++) {
+        if (rt->size % g)
+            continue;
+        for (size_t i = 0; i < sizeof sizes / sizeof *sizes && !err; i++) {
+            double s;
+            if (!(err = time_allreduce(rt, g, sizes[i], segment_kb, reps, t, &s)))
+                err = sc_runtime_agree(rt, sc_calib_add_allreduce(c, g, (double)sizes[i], s));
+            if (!err)
+                say(progress, rt, "allreduce over %d ranks, %zu KiB: %.3f ms", g, sizes[i] >> 10, s * 1e3);
+        }
+    }
+    free(t);
+    return err;
+}

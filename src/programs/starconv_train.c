@@ -1,0 +1,428 @@
+/* starconv-train: train a .cfg model on Fashion-MNIST under mpirun. */
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "src/programs/cli.h"
+#include "src/train/train.h"
+
+static const char usage[] =
+    "Usage: mpirun -np P starconv-train [options]\n"
+    "Train a convolutional network described by a .cfg file with data parallelism over\n"
+    "the MPI ranks and the StarPU workers of each rank: by default one CPU worker per core\n"
+    "of the rank's cores, bound to it (STARPU_NCPU sets the count, SC_CPU_BIND=auto|launcher|none\n"
+    "the binding; README, \"One rank per node\").\n"
+    "\n"
+    "  --model FILE         network (.cfg); default models/lenet.cfg\n"
+    "  --data DIR           IDX files (train-*, t10k-*); default /usr/share/datasets/fashion-mnist\n"
+    "  --data synthetic:CxHxW:K  SYNTHETIC images of K classes generated on the fly (class-\n"
+    "                       dependent smooth patterns plus noise; 10000 training, 500 test)\n"
+    "  --data synthetic-mesh:SIZE  SYNTHETIC 18 x SIZE x SIZE smooth random fields with a\n"
+    "                       per-pixel label that depends on each pixel's neighbourhood\n"
+    "                       (like the mesh-tangling data of Dryden et al.; 1000 + 16)\n"
+    "                       (Debian package dataset-fashion-mnist)\n"
+    "  --epochs N           passes over the training set; default 1\n"
+    "  --iters N            stop after N iterations in all (0: initialize, save, stop)\n"
+    "  --batch N            global batch, split evenly over the ranks; default 64\n"
+    "  --lr X               learning rate; default 0.05\n"
+    "  --momentum X         SGD momentum; default 0.9\n"
+    "  --weight-decay X     L2 weight decay (as torch.optim.SGD); default 0\n"
+    "  --seed N             initialization and shuffling seed; default 42\n"
+    "  --shuffle on|off     off: global batch i is samples [i*B, (i+1)*B) in file order;\n"
+    "                       on (default): a seeded permutation per epoch\n"
+    "  --test on|off        measure test accuracy after each epoch (default on)\n"
+    "  --log-every N        progress line every N iterations; default 50\n"
+    "  --save FILE          write a checkpoint (safetensors, PyTorch state_dict names) at the end;\n"
+    "                       written atomically: a failed save leaves the previous FILE intact\n"
+    "  --save-every N       also write it every N iterations (needs --save)\n"
+    "  --load FILE          start from a checkpoint's weights and momentum (saved on any number\n"
+    "                       of ranks), with the data order of a fresh run\n"
+    "  --resume FILE        go on from a checkpoint: weights, momentum, iteration and data order;\n"
+    "                       --epochs and --iters count the checkpoint's iterations; give the\n"
+    "                       same --batch, --seed, --shuffle and --data (the ranks may differ)\n"
+    "  --nonfinite stop|skip  a NaN or Inf in a gradient: stop (default; exit status 3, naming\n"
+    "                       the iteration and the first layer where it appeared; the last\n"
+    "                       checkpoint stays) or skip such batches whole, on every rank\n"
+    "                       (the updates then wait for the whole batch's gradients)\n"
+    "  --peer-timeout S     a rank not heard from for S seconds (killed, stopped, node lost)\n"
+    "                       stops the job with a message naming it; default 20\n"
+    "                       (or SC_PEER_TIMEOUT), 0: off\n"
+    "  --metrics FILE       JSON lines: iteration, epoch, loss, images/s, test accuracy\n"
+    "  --sched NAME         StarPU scheduling policy (lws, eager, prio, dmda, ...; --list-sched)\n"
+    "  --list-sched         print the valid policy names and stop\n"
+    "\n"
+    "How gradients travel (all give the same weights):\n"
+    "  --grad-comm POLICY   layer (default): one collective per layer, right after its gradient;\n"
+    "                       chunks:K: one over the last K layers with parameters as soon as\n"
+    "                       they exist, one over the rest after backprop (Lee et al.);\n"
+    "                       bucket:MB: buckets of at least MB megabytes in backward order\n"
+    "                       (PyTorch DDP uses 25); end: one collective after backprop\n"
+    "  --fc-replicate F     the first F [connected] layers gather their inputs and errors\n"
+    "                       from all ranks and compute the whole weight gradient on each,\n"
+    "                       instead of reducing it (Lee et al.); default 0 (with\n"
+    "                       --parallel auto: the planner's choice)\n"
+    "  --priorities on|off  task priorities (default on): each parameter gradient as soon as\n"
+    "                       its inputs exist, then the backward chain, then the collectives'\n"
+    "                       tasks in the order the next forward pass needs them\n"
+    "  --comm-window N      a large collective keeps at most N segments of each\n"
+    "                       step in flight, so that later, more urgent ones can pass it on\n"
+    "                       the network; 0: all at once; default 2\n"
+    "  --comm-segment KB|auto  segment size of the large collectives; default auto: sized to\n"
+    "                       the link measured at start (512 KiB on a network, where small\n"
+    "                       segments let urgent collectives pass sooner; 2-4 MiB on shared\n"
+    "                       memory, where each StarPU-MPI message's 0.1 ms would dominate)\n"
+    "  --comm-direct KB     gradients of at most KB KiB (default 64; 0: none) are reduced\n"
+    "                       by one MPI nonblocking collective, posted as soon as the\n"
+    "                       gradient is ready, rather than by the ring of StarPU-MPI\n"
+    "                       messages (0.014 against 0.07 ms at 4 KiB here)\n"
+    "  --collectives tasks|nccl  the gradient sums of the buckets: StarPU-MPI transfers and\n"
+    "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
+    "                       (needs a CUDA build, a GPU per rank and sample parallelism only)\n"
+    "\n"
+    "How layers are split (Dryden et al.):\n"
+    "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
+    "                       letters n (samples), h, w (rows, columns of every image),\n"
+    "                       c (channels) and f (filters) with extents whose product is\n"
+    "                       the rank count: n4, h2w2, n2h2, c2, f4, c2f2, n2c2, h2c2, ...\n"
+    "                       Default: n<ranks> (sample parallelism).  Spatially split\n"
+    "                       convolutions and poolings exchange halos as tasks; under c a\n"
+    "                       convolution splits its input channels and reduce-scatters\n"
+    "                       its partial sums, under f its filters (x is allgathered, dx\n"
+    "                       reduce-scattered), both (c2f2) a block of the weights each;\n"
+    "                       other layers split channels under either; fully connected\n"
+    "                       and softmax layers stay sample parallel (and the first layer\n"
+    "                       takes f for c), and the data is redistributed between\n"
+    "                       layers split differently.  A per-layer list, as\n"
+    "                       starconv-plan prints it: conv1=f2,conv2=c2 (layers not\n"
+    "                       named: n<ranks>).  auto: the planner's choice for this\n"
+    "                       model, rank count, workers and batch, from --calibration\n"
+    "                       (also its --grad-comm, unless given); rank 0 prints it\n"
+    "  --calibration FILE   what --parallel auto plans from (default\n"
+    "                       starconv-calibration.txt or $STARCONV_CALIBRATION; made by\n"
+    "                       mpirun -np P starconv-plan calibrate --model M --batch B)\n"
+    "  --report-memory      print each rank's bytes for activations, parameters and\n"
+    "                       workspaces (all allocated at setup: starconv's peak)\n"
+    "  --report-comm        at the end, print the bytes each rank sent for the gradient\n"
+    "                       reductions, per iteration\n"
+    "  --mem-limit BYTES    refuse to run when a rank would need more (e.g. 2e9)\n"
+    "\n"
+    "Seeing the overlap:\n"
+    "  --trace FILE         Chrome trace-event JSON of the traced iterations (Perfetto,\n"
+    "                       chrome://tracing; starconv-report FILE --svg OUT.svg draws it)\n"
+    "  --trace-iters A:B    the traced iterations, from 1; default the 10 up to iteration 15\n"
+    "  --report             per rank: compute, communication, exposed communication,\n"
+    "                       overlap ratio, idle time and images/s over the traced iterations\n"
+    "  -h, --help           this text\n"
+    "\n"
+    "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error;\n"
+    "a diverged training (NaN or Inf) with status 3; a rank that stops responding ends\n"
+    "the job with status 4 (mpirun's own status when it notices a dead rank first).\n";
+
+static int fail(int status, const char *msg)
+{
+    return sc_cli_fail("starconv-train", status, msg);
+}
+
+static const struct option train_options[] = {
+    {"model", required_argument, 0, 'm'},
+    {"data", required_argument, 0, 'd'},
+    {"epochs", required_argument, 0, 'e'},
+    {"iters", required_argument, 0, 'i'},
+    {"batch", required_argument, 0, 'b'},
+    {"lr", required_argument, 0, 'l'},
+    {"momentum", required_argument, 0, 'M'},
+    {"weight-decay", required_argument, 0, 'w'},
+    {"seed", required_argument, 0, 's'},
+    {"shuffle", required_argument, 0, 'S'},
+    {"test", required_argument, 0, 't'},
+    {"log-every", required_argument, 0, 'L'},
+    {"save", required_argument, 0, 'o'},
+    {"load", required_argument, 0, 'r'},
+    {"metrics", required_argument, 0, 'j'},
+    {"sched", required_argument, 0, 'p'},
+    {"grad-comm", required_argument, 0, 'g'},
+    {"fc-replicate", required_argument, 0, 'F'},
+    {"priorities", required_argument, 0, 'P'},
+    {"trace", required_argument, 0, 'T'},
+    {"trace-iters", required_argument, 0, 'I'},
+    {"report", no_argument, 0, 'R'},
+    {"list-sched", no_argument, 0, 'Q'},
+    {"parallel", required_argument, 0, 'G'},
+    {"report-memory", no_argument, 0, 'Y'},
+    {"report-comm", no_argument, 0, 1001},
+    {"mem-limit", required_argument, 0, 'Z'},
+    {"save-every", required_argument, 0, 'E'},
+    {"resume", required_argument, 0, 'U'},
+    {"nonfinite", required_argument, 0, 'N'},
+    {"peer-timeout", required_argument, 0, 'W'},
+    {"collectives", required_argument, 0, 'C'},
+    {"comm-window", required_argument, 0, 'K'},
+    {"comm-segment", required_argument, 0, 'J'},
+    {"comm-direct", required_argument, 0, 1002},
+    {"calibration", required_argument, 0, 1003},
+    {"help", no_argument, 0, 'h'},
+    {0, 0, 0, 0},
+};
+
+/* One option of starconv-train (sc_cli_parse): 1 for --help, 2 for
+ * --list-sched. */
+static int train_option(int c, const char *name, const char *arg, void *ctx)
+{
+    struct sc_train_opts *o = ctx;
+    long v;
+    float v_mem = 0, v_timeout = 0;
+    int err = 0;
+    switch (c) {
+    case 'm': o->model = arg; break;
+    case 'd': o->data = arg; break;
+    case 'o': o->save = arg; break;
+    case 'r':
+    case 'U':
+        if (o->load)
+            err = sc_error(SC_ERR_ARG, "--%s: --load or --resume, once", name);
+        o->load = arg;
+        o->resume = c == 'U';
+        break;
+    case 'N':
+        if (!strcmp(arg, "stop") || !strcmp(arg, "skip"))
+            o->skip_nonfinite = o->comm.gate_updates = !strcmp(arg, "skip");
+        else
+            err = sc_error(SC_ERR_ARG, "--nonfinite: '%s' is neither stop nor skip", arg);
+        break;
+    case 'C':
+        if (!strcmp(arg, "tasks") || !strcmp(arg, "nccl"))
+            o->comm.nccl = !strcmp(arg, "nccl");
+        else
+            err = sc_error(SC_ERR_ARG, "--collectives: '%s' is neither tasks nor nccl", arg);
+        break;
+    case 'W': err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout; break;
+    case 'E': err = sc_cli_long(name, arg, 1, LONG_MAX / 2, &o->save_every); break;
+    case 'j': o->metrics = arg; break;
+    case 'p':
+        o->sched = arg;
+        if (!sc_runtime_policy_valid(arg))
+            err = sc_error(SC_ERR_ARG, "--sched: unknown scheduling policy '%s' (valid: %s)", arg,
+                           sc_runtime_policies());
+        break;
+    case 'g':
+        err = sc_comm_opts_parse_grad(arg, &o->comm), o->grad_comm_given = 1;
+        break;
+    case 1003:
+        o->calibration = arg;
+        break;
+    case 'F': err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
+    case 'P': err = sc_cli_onoff(name, arg, &o->comm.priorities); break;
+    case 'K':
+        err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.window = (int)v;
+        break;
+    case 'J':
+        if (!strcmp(arg, "auto"))
+            o->comm.segment_kb = 0;
+        else if ((err = sc_cli_long(name, arg, 4, 1 << 20, &v)))
+            err =
+                sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", name, arg, 1 << 20);
+        else
+            o->comm.segment_kb = (int)v;
+        break;
+    case 1002:
+        err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;
+        break;
+    case 'T': o->trace = arg; break;
+    case 'G': o->comm.parallel = arg; break;
+    case 'Y': o->report_memory = 1; break;
+    case 1001:
+        o->report_comm = 1;
+        break;
+    case 'Z': err = sc_cli_float(name, arg, 1, &v_mem), o->mem_limit = v_mem; break;
+    case 'I': err = sc_cli_range(name, arg, &o->trace_first, &o->trace_last); break;
+    case 'R': o->report = 1; break;
+    case 'Q': return 2;
+    case 'e': err = sc_cli_long(name, arg, 1, 1000000, &v), o->epochs = (int)v; break;
+    case 'i': err = sc_cli_long(name, arg, 0, LONG_MAX / 2, &v), o->iters = v; break;
+    case 'b': err = sc_cli_long(name, arg, 1, 1 << 20, &v), o->batch = (int)v; break;
+    case 's': err = sc_cli_long(name, arg, 0, LONG_MAX, &v), o->seed = (uint64_t)v; break;
+    case 'L': err = sc_cli_long(name, arg, 1, 1 << 30, &v), o->log_every = (int)v; break;
+    case 'l': err = sc_cli_float(name, arg, 0, &o->lr); break;
+    case 'M': err = sc_cli_float(name, arg, 0, &o->momentum); break;
+    case 'w': err = sc_cli_float(name, arg, 0, &o->weight_decay); break;
+    case 'S': err = sc_cli_onoff(name, arg, &o->shuffle); break;
+    case 't': err = sc_cli_onoff(name, arg, &o->test); break;
+    case 'h': return 1;
+    default: err = sc_error(SC_ERR_ARG, "unknown option '--%s' (see --help)", name); break;
+    }
+    return err;
+}
+
+static int parse_args(int argc, char **argv, struct sc_train_opts *o)
+{
+    int err = sc_cli_parse(argc, argv, train_options, train_option, o);
+    if (err > 0)
+        return err;
+    if (!err && o->save_every && !o->save)
+        err = sc_error(SC_ERR_ARG, "--save-every needs --save FILE (where to write the checkpoints)");
+    return err;
+}
+
+/* An unwritable output is an error now, not after the training. */
+static int check_writable(const char *opt, const char *path)
+{
+    char *copy = strdup(path);
+    if (!copy)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    int ok = access(dirname(copy), W_OK) == 0;
+    free(copy);
+    return ok ? 0 : sc_error(SC_ERR_IO, "--%s %s: the directory is not writable", opt, path);
+}
+
+/* The traced iterations must exist; the default range shrinks to fit. */
+static int check_trace_range(struct sc_train_opts *o, int nsamples)
+{
+    long total = (long)o->epochs * (nsamples / o->batch);
+    if (o->iters >= 0 && o->iters < total)
+        total = o->iters;
+    if (!o->trace && !o->report)
+        return 0;
+    if (o->trace_first > 0) {
+        if (o->trace_last > total)
+            return sc_error(SC_ERR_ARG, "--trace-iters %ld:%ld: the run has %ld iterations", o->trace_first,
+                            o->trace_last, total);
+        return 0;
+    }
+    if (total < 1)
+        return sc_error(SC_ERR_ARG, "--trace/--report: the run has no iterations to trace");
+    o->trace_last = total < 15 ? total : 15;
+    o->trace_first = o->trace_last > 10 ? o->trace_last - 9 : 1;
+    return 0;
+}
+
+/* --report-memory and --mem-limit: every rank's share, on rank 0. */
+static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *rt, const struct sc_net *net)
+{
+    struct sc_mem_report m;
+    sc_net_memory(net, &m);
+    double mine[3] = {(double)m.activations, (double)m.parameters, (double)m.workspaces};
+    double *all = malloc(sizeof(double) * 3 * rt->size);
+    if (!all)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, rt->ctl);
+    int worst = 0;
+    for (int r = 0; r < rt->size; r++)
+        if (all[3 * r] + all[3 * r + 1] + all[3 * r + 2] > all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2])
+            worst = r;
+    if (o->report_memory && rt->rank == 0) {
+        printf("memory per rank (bytes)\n%4s %14s %14s %14s %14s\n", "rank", "activations", "parameters",
+               "workspaces", "total");
+        for (int r = 0; r < rt->size; r++)
+            printf("%4d %14.0f %14.0f %14.0f %14.0f\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],
+                   all[3 * r] + all[3 * r + 1] + all[3 * r + 2]);
+        fflush(stdout);
+    }
+    double total = all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2];
+    int err = 0;
+    if (o->mem_limit > 0 && total > o->mem_limit)
+        err = sc_error(SC_ERR_ARG, "rank %d needs %.0f bytes (activations %.0f, parameters %.0f, workspaces "
+                       "%.0f), over --mem-limit %.0f: split the samples over more ranks (--parallel h2w2) or "
+                       "use a smaller batch", worst, total, all[3 * worst], all[3 * worst + 1], all[3 * worst + 2],
+                       o->mem_limit);
+    free(all);
+    return err;
+}
+
+static int check_data(const struct sc_net *net, const struct sc_dataset *ds, const char *dir)
+{
+    if (ds->c != net->input.c || ds->h != net->input.h || ds->w != net->input.w)
+        return sc_error(SC_ERR_SHAPE, "%s: samples are %dx%dx%d but the model's input is %dx%dx%d", dir, ds->c,
+                        ds->h, ds->w, net->input.c, net->input.h, net->input.w);
+    if (!net->layers[net->nlayers - 1].whole_sample && ds->synthetic != 1 + SC_SYNTH_MESH)
+        return sc_error(SC_ERR_ARG, "%s: a per-pixel [softmax] needs per-pixel labels (--data synthetic-mesh:SIZE)",
+                        dir);
+    if (ds->classes != net->classes)
+        return sc_error(SC_ERR_SHAPE, "%s: %d classes but the model has classes=%d", dir, ds->classes,
+                        net->classes);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    /* Past a file size limit a write fails with EFBIG, which the savers
+     * report, instead of killing the process in the middle of a save. */
+    signal(SIGXFSZ, SIG_IGN);
+    struct sc_train_opts o;
+    sc_train_opts_default(&o);
+    int err = parse_args(argc, argv, &o);
+    if (err > 0) {
+        if (sc_cli_rank0()) {
+            if (err == 2)
+                printf("%s\n", sc_runtime_policies());
+            else
+                fputs(usage, stdout);
+        }
+        return 0;
+    }
+    if (err)
+        return fail(SC_EXIT_BAD_INPUT, sc_last_error());
+
+    /* Everything that can be wrong with the input is checked before MPI
+     * starts, identically on every rank, so all ranks stop together. */
+    struct sc_net *net = NULL;
+    struct sc_dataset train = {0}, test = {0};
+    struct sc_checkpoint *ck = NULL;
+    int on_disk = sc_dataset_synthetic(o.data, 0, &train); /* 1: a directory */
+    if (on_disk < 0)
+        return fail(SC_EXIT_BAD_INPUT, sc_last_error());
+    if (!on_disk)
+        sc_dataset_synthetic(o.data, 1, &test);
+    if ((err = sc_net_parse(o.model, &net)) ||
+        (on_disk && (err = sc_dataset_load_idx(o.data, "train", &train))) ||
+        (err = check_data(net, &train, o.data)) || (on_disk && (err = sc_dataset_load_idx(o.data, "t10k", &test))) ||
+        (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
+        (o.resume && (err = sc_train_check_resume(&o, &train, ck))) ||
+        (o.save && (err = check_writable("save", o.save))) ||
+        (o.metrics && (err = check_writable("metrics", o.metrics))) ||
+        (o.trace && (err = check_writable("trace", o.trace))) || (err = check_trace_range(&o, train.n))) {
+        int status = err == SC_ERR_NOMEM ? 1 : SC_EXIT_BAD_INPUT;
+        fail(status, sc_last_error());
+        sc_checkpoint_free(net, ck);
+        sc_net_destroy(net);
+        sc_dataset_free(&train);
+        sc_dataset_free(&test);
+        return status;
+    }
+
+    struct sc_runtime rt;
+    sc_runtime_set_peer_timeout(o.peer_timeout);
+    if ((err = sc_runtime_init(&argc, &argv, o.sched, &rt)))
+        return fail(err == SC_ERR_ARG ? SC_EXIT_BAD_INPUT : 1, sc_last_error());
+    int status = 0;
+    if ((err = sc_train_check_ranks(&o, &rt, &train, &test, net, ck)) ||
+        (o.comm.parallel && !strcmp(o.comm.parallel, "auto") && (err = sc_train_plan(&o, &rt, net))) ||
+        (err = sc_net_setup(net, &rt, o.batch, o.seed, &o.comm))) {
+        status = err == SC_ERR_ARG || err == SC_ERR_PARSE || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT : 1;
+    } else {
+        if (rt.rank == 0)
+            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s",
+                   o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net));
+        err = check_memory(&o, &rt, net);
+        if (!err && ck)
+            err = sc_checkpoint_apply(net, ck);
+        if (!err)
+            err = sc_train_run(&o, &rt, net, &train, &test);
+        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT : err == SC_ERR_NONFINITE ? 3 : 1) : 0;
+    }
+    if (err && rt.rank == 0)
+        fprintf(stderr, "starconv-train: %s\n", sc_last_error());
+    sc_checkpoint_free(net, ck);
+    sc_net_destroy(net);
+    free(o.parallel_auto);
+    sc_runtime_shutdown(&rt);
+    sc_dataset_free(&train);
+    sc_dataset_free(&test);
+    return status;
+}

@@ -1,0 +1,204 @@
+/* The overlap analysis of a trace (Lee et al., eq. 11) and its table.
+ *
+ * The report (sc_trace_print_report), times in milliseconds per iteration:
+ *
+ *   overlap report: MODEL, R ranks x W workers, iterations A..B, times in ms per iteration
+ *   rank  compute_ms     work_ms     comm_ms  exposed_ms  overlap     idle_ms    images/s
+ *   0         10.000      13.000      10.000       5.000    0.500      15.000   2133333.3
+ *   ...
+ *   mean      ...
+ *
+ * ("MODEL, " is left out when the model is empty.)  Columns have fixed
+ * widths and are separated by at least two spaces; a value that is not
+ * defined (overlap without communication, images/s of an empty trace)
+ * prints "n/a".  The mean row averages each column over the ranks where it
+ * is defined. */
+#include "src/report/report.h"
+#include "base/error.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- analysis ----------------------------------------------------------- */
+
+struct ival {
+    int rank;
+    int comm; /* 0: a worker's task, 1: a transfer */
+    double s, e;
+};
+
+struct span {
+    double s, e;
+};
+
+static int cmp_ival(const void *pa, const void *pb)
+{
+    const struct ival *a = pa, *b = pb;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    if (a->comm != b->comm)
+        return a->comm - b->comm;
+    return (a->s > b->s) - (a->s < b->s);
+}
+
+/* The union of intervals sorted by start, as disjoint sorted spans. */
+static size_t union_of(const struct ival *a, size_t n, struct span *u)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m && a[i].s <= u[m - 1].e) {
+            if (a[i].e > u[m - 1].e)
+                u[m - 1].e = a[i].e;
+        } else {
+            u[m++] = (struct span){a[i].s, a[i].e};
+        }
+    }
+    return m;
+}
+
+static double measure(const struct span *u, size_t n)
+{
+    double m = 0;
+    for (size_t i = 0; i < n; i++)
+        m += u[i].e - u[i].s;
+    return m;
+}
+
+static double intersection(const struct span *a, size_t na, const struct span *b, size_t nb)
+{
+    double m = 0;
+    size_t i = 0, j = 0;
+    while (i < na && j < nb) {
+        double lo = fmax(a[i].s, b[j].s), hi = fmin(a[i].e, b[j].e);
+        if (hi > lo)
+            m += hi - lo;
+        if (a[i].e < b[j].e)
+            i++;
+        else
+            j++;
+    }
+    return m;
+}
+
+int sc_trace_analyze(const struct sc_trace *t, struct sc_overlap *out)
+{
+    int rc = sc_trace_check(t, "sc_trace_analyze");
+    if (rc)
+        return rc;
+    size_t n = t->n;
+    struct ival *iv = malloc((n ? n : 1) * sizeof *iv);
+    struct span *cu = malloc((n ? n : 1) * sizeof *cu);
+    struct span *mu = malloc((n ? n : 1) * sizeof *mu);
+    if (!iv || !cu || !mu) {
+        free(iv);
+        free(cu);
+        free(mu);
+        return sc_error(SC_ERR_NOMEM, "sc_trace_analyze: out of memory for %zu events", n);
+    }
+    double t0 = INFINITY, t1 = -INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        const struct sc_trace_event *e = &t->ev[i];
+        iv[i] = (struct ival){e->rank, e->lane == SC_TRACE_LANE_COMM, e->start, e->end};
+        t0 = fmin(t0, e->start);
+        t1 = fmax(t1, e->end);
+    }
+    qsort(iv, n, sizeof *iv, cmp_ival);
+    double window = n ? t1 - t0 : 0;
+    double iters = sc_trace_iterations(t);
+    double ips = window > 0 ? t->global_batch * iters / (window * 1e-6) : NAN;
+    size_t i = 0;
+    for (int r = 0; r < t->ranks; r++) {
+        double work = 0;
+        size_t a = i;
+        for (; i < n && iv[i].rank == r && !iv[i].comm; i++)
+            work += iv[i].e - iv[i].s;
+        size_t b = i;
+        while (i < n && iv[i].rank == r)
+            i++;
+        size_t nc = union_of(iv + a, b - a, cu);
+        size_t nm = union_of(iv + b, i - b, mu);
+        double compute = measure(cu, nc), comm = measure(mu, nm);
+        double both = intersection(cu, nc, mu, nm);
+        double exposed = comm - both;
+        double idle = window - (compute + comm - both);
+        out[r] = (struct sc_overlap){
+            .window = window / iters,
+            .compute = compute / iters,
+            .work = work / iters,
+            .comm = comm / iters,
+            .exposed = exposed / iters,
+            .idle = (idle > 0 ? idle : 0) / iters, /* not below 0 by rounding */
+            .ratio = comm > 0 ? (comm - exposed) / comm : NAN,
+            .images_per_s = ips,
+        };
+    }
+    free(iv);
+    free(cu);
+    free(mu);
+    return 0;
+}
+
+/* ---- report ------------------------------------------------------------- */
+
+enum { COL_COMPUTE, COL_WORK, COL_COMM, COL_EXPOSED, COL_OVERLAP, COL_IDLE, COL_IPS, NCOL };
+
+static const struct {
+    const char *head;
+    int width, prec;
+} cols[NCOL] = {
+    {"compute_ms", 10, 3}, {"work_ms", 10, 3}, {"comm_ms", 10, 3}, {"exposed_ms", 10, 3},
+    {"overlap", 7, 3},     {"idle_ms", 10, 3}, {"images/s", 10, 1},
+};
+
+static void row_values(const struct sc_overlap *o, double v[NCOL])
+{
+    v[COL_COMPUTE] = o->compute / 1e3;
+    v[COL_WORK] = o->work / 1e3;
+    v[COL_COMM] = o->comm / 1e3;
+    v[COL_EXPOSED] = o->exposed / 1e3;
+    v[COL_OVERLAP] = o->ratio;
+    v[COL_IDLE] = o->idle / 1e3;
+    v[COL_IPS] = o->images_per_s;
+}
+
+static void print_row(FILE *f, const char *label, const double v[NCOL])
+{
+    fprintf(f, "%-4s", label);
+    for (int c = 0; c < NCOL; c++) {
+        if (isnan(v[c]))
+            fprintf(f, "  %*s", cols[c].width, "n/a");
+        else
+            fprintf(f, "  %*.*f", cols[c].width, cols[c].prec, v[c]);
+    }
+    putc('\n', f);
+}
+
+void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o, FILE *f)
+{
+    fprintf(f, "overlap report: %s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
+            ", times in ms per iteration\n",
+            t->model, t->model[0] ? ", " : "", t->ranks, t->workers, t->first_iteration,
+            t->last_iteration);
+    fprintf(f, "%-4s", "rank");
+    for (int c = 0; c < NCOL; c++)
+        fprintf(f, "  %*s", cols[c].width, cols[c].head);
+    putc('\n', f);
+    double sum[NCOL] = {0}, v[NCOL];
+    int count[NCOL] = {0};
+    char label[16];
+    for (int r = 0; r < t->ranks; r++) {
+        row_values(&o[r], v);
+        snprintf(label, sizeof label, "%d", r);
+        print_row(f, label, v);
+        for (int c = 0; c < NCOL; c++)
+            if (!isnan(v[c])) {
+                sum[c] += v[c];
+                count[c]++;
+            }
+    }
+    for (int c = 0; c < NCOL; c++)
+        v[c] = count[c] ? sum[c] / count[c] : NAN;
+    print_row(f, "mean", v);
+}

@@ -1,0 +1,30 @@
+/* What a trace says: the overlap analysis of Lee et al. (eq. 11), its
+ * table, and a Gantt SVG.  Pure data, like the trace itself (src/io/trace.h):
+ * no StarPU, no MPI. */
+#ifndef SC_REPORT_REPORT_H
+#define SC_REPORT_REPORT_H
+
+#include <stdio.h>
+
+#include "src/io/trace.h"
+
+/* Per rank, over the whole trace.  Times are microseconds per iteration
+ * (divided by last - first + 1). */
+struct sc_overlap {
+    double window;       /* first event start to last event end, over all ranks */
+    double compute;      /* time during which at least one worker of the rank ran a task */
+    double work;         /* sum of the rank's task durations */
+    double comm;         /* time during which at least one transfer of the rank was in flight */
+    double exposed;      /* communication time during which the rank computed nothing */
+    double idle;         /* time of the window with neither computation nor communication */
+    double ratio;        /* (comm - exposed) / comm, Lee et al. eq. 11; NAN when comm == 0 */
+    double images_per_s; /* global_batch * iterations / window */
+};
+/* out[r] for r < t->ranks. */
+int sc_trace_analyze(const struct sc_trace *t, struct sc_overlap *out);
+/* The table, one row per rank and a "mean" row (see trace.c for the format). */
+void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o, FILE *f);
+/* A Gantt picture: one row per lane, colours by phase, a time axis. */
+int sc_trace_write_svg(const struct sc_trace *t, const char *path);
+
+#endif
