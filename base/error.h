@@ -10,6 +10,12 @@
 extern "C" {
 #endif
 
+/* Marks what the shared library exports: the library is compiled with
+ * -fvisibility=hidden, and only the definitions of the public API (this
+ * header, src/io/cfg.h, src/io/safetensors.h, src/data/dataset.h) carry it;
+ * tests/test_exports.sh checks the list. */
+#define SC_API __attribute__((visibility("default")))
+
 enum {
     SC_OK = 0,
     SC_ERR_NOMEM = -1,   /* allocation failed */
