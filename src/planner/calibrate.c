@@ -146,8 +146,14 @@ int sc_calibrate_machine(struct sc_calib *c)
 /* ---- the kernels ---- */
 
 /* The buffers of one kernel's timing: its inputs, outputs and parameters,
- * and their gradients. */
-enum { B_X, B_Y, B_W, B_DX, B_DW, NBUF };
+ * their gradients, and a pooling's workspace.  Only grow() writes the
+ * inputs x and w, so that they keep the values it gives them: a buffer
+ * shared with another kernel's output (a max pooling's workspace holds
+ * small integers, which read as floats are denormals) would make the next
+ * kernel compute on denormals, which Intel cores take about two orders of
+ * magnitude longer than normal floats, and the calibration would price
+ * that instead of training's kernels. */
+enum { B_X, B_Y, B_W, B_DX, B_DW, B_WS, NBUF };
 
 /* A kernel to time: its work and its calibration key. */
 struct pending {
@@ -221,7 +227,7 @@ static int prepare(struct compute *k, const struct sc_layer_work *w, int *nops)
         const struct sc_pool_args *a = &w->pool;
         n[B_X] = n[B_DX] = (size_t)a->n * a->c * a->h * a->w;
         n[B_Y] = (size_t)a->n * a->c * a->oh * a->ow;
-        n[B_W] = (sc_pool_workspace_bytes(a) + sizeof(float) - 1) / sizeof(float); /* the workspace */
+        n[B_WS] = (sc_pool_workspace_bytes(a) + sizeof(float) - 1) / sizeof(float);
         *nops = 2;
     } else {
         const struct sc_fc_args *a = &w->fc;
@@ -264,10 +270,10 @@ static void run(struct compute *k, const struct sc_layer_work *w, int op)
         /* forward x -> y, backward dy -> dx; the workspace (max) between */
         float *x = b[op ? B_Y : B_X], *y = b[op ? B_DX : B_Y];
         if (!cuda)
-            sc_pool_compute(k->kw, op, &w->pool, x, y, b[B_W]);
+            sc_pool_compute(k->kw, op, &w->pool, x, y, b[B_WS]);
 #ifdef SC_USE_CUDA
         else
-            sc_pool_compute_cuda(&k->ctx, op, &w->pool, x, y, b[B_W]);
+            sc_pool_compute_cuda(&k->ctx, op, &w->pool, x, y, b[B_WS]);
 #endif
     } else {
         if (!cuda)
