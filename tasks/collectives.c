@@ -27,10 +27,10 @@ int64_t sc_tags_reserve(int64_t count)
 #define MAX_SEGMENTS 8
 /* Up to this many KiB a vector takes the direct path (sc_ring_opts): on 2
  * ranks here 4 KiB take 0.014 ms that way against 0.07 ms in the ring
- * (README). */
+ * (docs/results.md). */
 #define DIRECT_KB_DEFAULT 64
 
-#define MESSAGE_OVERHEAD_S 100e-6 /* of a StarPU-MPI message here (README) */
+#define MESSAGE_OVERHEAD_S 100e-6 /* of a StarPU-MPI message here (docs/results.md) */
 #define SEGMENT_OVERHEADS  4
 #define SEGMENT_KB_MAX     (64 << 10)
 #define PROBE_BYTES        ((size_t)1 << 20)

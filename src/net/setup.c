@@ -600,7 +600,8 @@ static int priority_level(int k, int levels, int lo, int hi)
  *    the gradient.  Computing the gradients after the backward chain
  *    instead (this plan's order before issue 18) left the largest one,
  *    wide.cfg's fc1, for the end of backprop: at 1 Gbit/s its 100 ms
- *    reduction was all exposed (367 against 514 images/s; README).
+ *    reduction was all exposed (367 against 514 images/s; the README.md
+ *    of commit 74a1107).
  * 2. The chain of forward and backward-data tasks, which every later task
  *    waits for.
  * 3. The collectives' own tasks (accumulations, SGD, the transfers' order in

@@ -412,7 +412,7 @@ static int time_passes(struct compute *k)
 static int no_cuda(void)
 {
     return sc_error(SC_ERR_ARG, "--device cuda: this starconv was built without CUDA (configure --with-cuda; "
-                                "README, GPU)");
+                                "docs/gpu.md)");
 }
 #else
 static int cuda_begin(struct compute *k)

@@ -18,7 +18,7 @@ static const char usage[] =
     "Train a convolutional network described by a .cfg file with data parallelism over\n"
     "the MPI ranks and the StarPU workers of each rank: by default one CPU worker per core\n"
     "of the rank's cores, bound to it (STARPU_NCPU sets the count, SC_CPU_BIND=auto|launcher|none\n"
-    "the binding; README, \"One rank per node\").\n"
+    "the binding; docs/running.md).\n"
     "\n"
     "  --model FILE         network (.cfg); default models/lenet.cfg\n"
     "  --data DIR           IDX files (train-*, t10k-*); default /usr/share/datasets/fashion-mnist\n"

@@ -323,7 +323,7 @@ static int place_workers(struct sc_runtime *rt, MPI_Comm node)
         SC_LOG(1,
                "note: this StarPU takes at most %d CPU workers per rank (STARPU_MAXCPUS), and this rank has %d "
                "cores: use more ranks per node, or a StarPU built without the cap (gpu/build-starpu --without-cuda "
-               "PREFIX; README, \"One rank per node\")",
+               "PREFIX; docs/install.md)",
                STARPU_MAXCPUS, cores);
     /* Every rank's line on rank 0, for --metrics and the trace. */
     if (rt->rank == 0 && !(rt->placements = calloc((size_t)rt->size, sizeof(rt->placement))))
