@@ -56,3 +56,11 @@ void sc_tensor_free(struct sc_tensor *t)
     free(t->buf), free(t->handle);
     *t = (struct sc_tensor){0};
 }
+
+size_t sc_tensor_bytes(const struct sc_tensor *t)
+{
+    size_t n = 0;
+    for (int i = 0; t->handle && i < t->ntiles; i++)
+        n += t->handle[i] ? (t->count ? t->count : 1) * t->elem : 0;
+    return n;
+}

@@ -37,6 +37,8 @@ int sc_tensor_alloc_vectors(struct sc_tensor *t, int ntiles, size_t count, size_
  * then as zeroed (freeing a zeroed tensor does nothing).  No task may still
  * use a tile. */
 void sc_tensor_free(struct sc_tensor *t);
+/* The bytes of its allocated tiles. */
+size_t sc_tensor_bytes(const struct sc_tensor *t);
 
 /* Whether t has tiles (allocated or to be): a zeroed tensor has none. */
 static inline int sc_tensor_exists(const struct sc_tensor *t)
@@ -61,12 +63,6 @@ static inline void *sc_tensor_buf(const struct sc_tensor *t, int i)
 static inline starpu_data_handle_t *sc_tensor_handles(const struct sc_tensor *t)
 {
     return t->handle;
-}
-
-/* The bytes of each tile. */
-static inline size_t sc_tensor_tile_bytes(const struct sc_tensor *t)
-{
-    return (t->count ? t->count : 1) * t->elem;
 }
 
 #endif

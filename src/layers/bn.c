@@ -150,15 +150,16 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
     if (!io[0].train) {
         for (int t = 0; t < ntiles; t++) {
             struct sc_bn_args a = bn_args(l, &io[t]);
-            if (io[t].n &&
-                (err = sc_insert_bn_fwd_eval(io[t].task, &a, io[t].x, sc_tensor_handle(&p->running, 0), io[t].params, io[t].y, p->fwd)))
+            if (io[t].n && (err = sc_insert_bn_fwd_eval(io[t].task, &a, io[t].x, sc_tensor_handle(&p->running, 0),
+                                                        io[t].params, io[t].y, p->fwd)))
                 return err;
         }
         return 0;
     }
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_stats(io[t].task, &a, io[t].x, sc_tensor_handle(&p->stats, t), p->stats_name)))
+        if (io[t].n &&
+            (err = sc_insert_bn_stats(io[t].task, &a, io[t].x, sc_tensor_handle(&p->stats, t), p->stats_name)))
             return err;
     }
     if ((err = reduce(l, io, ntiles, sc_tensor_handles(&p->stats), 0)))
@@ -166,22 +167,23 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
     double count = stats_count(l, io, ntiles);
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, sc_tensor_handle(&p->stats, 0), io[t].params, io[t].y,
-                                               sc_tensor_handle(&p->saved, t), p->fwd)))
+        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, sc_tensor_handle(&p->stats, 0),
+                                               io[t].params, io[t].y, sc_tensor_handle(&p->saved, t), p->fwd)))
             return err;
     }
     if (io[0].gate)
         return 0; /* bn_update_buffers, once the batch is known to be applied */
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(io[0].task, &a, count, sc_tensor_handle(&p->stats, 0), sc_tensor_handle(&p->running, 0), NULL, p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, count, sc_tensor_handle(&p->stats, 0),
+                                       sc_tensor_handle(&p->running, 0), NULL, p->running_name);
 }
 
 static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
 {
     struct bn_state *p = l->priv;
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(io[0].task, &a, stats_count(l, io, ntiles), sc_tensor_handle(&p->stats, 0), sc_tensor_handle(&p->running, 0),
-                                       io[0].gate, p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, stats_count(l, io, ntiles), sc_tensor_handle(&p->stats, 0),
+                                       sc_tensor_handle(&p->running, 0), io[0].gate, p->running_name);
 }
 
 static int bn_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -197,15 +199,16 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
     int err;
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, sc_tensor_handle(&p->saved, t), sc_tensor_handle(&p->dstats, t),
-                                                     p->bwd_stats)))
+        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, sc_tensor_handle(&p->saved, t),
+                                                     sc_tensor_handle(&p->dstats, t), p->bwd_stats)))
             return err;
     }
     /* each tile's own parameter gradient, before the sums overwrite its
      * statistics; the network adds them over tiles and ranks */
     for (int t = 0; t < ntiles; t++)
         if (io[t].n && io[t].dparams &&
-            (err = sc_insert_bn_param_grad(io[t].grad_task, l->in.c, sc_tensor_handle(&p->dstats, t), io[t].dparams, p->param_grad)))
+            (err = sc_insert_bn_param_grad(io[t].grad_task, l->in.c, sc_tensor_handle(&p->dstats, t), io[t].dparams,
+                                           p->param_grad)))
             return err;
     if ((err = reduce(l, io, ntiles, sc_tensor_handles(&p->dstats), 1)))
         return err;
@@ -213,8 +216,9 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
         if (io[t].n && io[t].dx &&
-            (err = sc_insert_bn_bwd_data(io[t].task, &a, count, io[t].x, io[t].dy, io[t].params, sc_tensor_handle(&p->saved, t),
-                                         sc_tensor_handle(&p->dstats, 0), io[t].dx, p->bwd_data)))
+            (err = sc_insert_bn_bwd_data(io[t].task, &a, count, io[t].x, io[t].dy, io[t].params,
+                                         sc_tensor_handle(&p->saved, t), sc_tensor_handle(&p->dstats, 0), io[t].dx,
+                                         p->bwd_data)))
             return err;
     }
     return 0;

@@ -117,7 +117,9 @@ struct sc_net_dist {
     int *tile_n; /* samples per tile for a full batch */
     struct sc_tensor x0;     /* the input, in the first layer's input layout */
     struct sc_tensor labels; /* per tile: the loss's int32 labels */
-    struct sc_tensor stats, eval_acc; /* per tile: 2 floats (loss and correct), of the batch and summed over evaluation */
+    /* per tile: 2 floats (loss and correct predictions), of the last batch
+     * and summed over an evaluation */
+    struct sc_tensor stats, eval_acc;
     struct layer_data *ld;
     struct bucket *buckets;
     int nbuckets;
@@ -150,8 +152,8 @@ static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
     struct sc_net_dist *D = net->dist;
     int s = net->layers[l].src[0];
     const struct sc_tensor *x = sc_tensor_exists(&D->ld[l].xch.xin) ? &D->ld[l].xch.xin
-                                : s >= 0                               ? &D->ld[s].tiles.y
-                                                                       : &D->x0;
+                                : s >= 0                            ? &D->ld[s].tiles.y
+                                                                    : &D->x0;
     return sc_tensor_handles(x);
 }
 

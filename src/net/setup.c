@@ -205,8 +205,8 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
          (l->scratch_bytes && (err = sc_tensor_alloc_vectors(&d->tiles.scratch, T, l->scratch_bytes, 1)))))
         return err;
     struct layer_channels *c = &d->chan;
-    if (c->partial && ((err = sc_tensor_alloc(&c->part, &c->lpart, me)) ||
-                       (err = sc_tensor_alloc(&c->dpart, &c->lpart, me))))
+    if (c->partial &&
+        ((err = sc_tensor_alloc(&c->part, &c->lpart, me)) || (err = sc_tensor_alloc(&c->dpart, &c->lpart, me))))
         return err;
     if (!l->nparams || d->replica.on)
         return 0;
@@ -342,7 +342,8 @@ static int plan_exchanges(struct sc_net *net, int l)
                             "the three the same parallel=",
                             L->name, net->layers[L->src[0]].name, net->layers[L->src[1]].name);
     if (s >= 0 && !sc_layout_equal(&D->ld[s].xch.lout, &d->xch.lin)) {
-        if ((err = sc_tensor_alloc(&d->xch.xin, &d->xch.lin, me)) || (err = sc_tensor_alloc(&d->xch.dxin, &d->xch.lin, me)))
+        if ((err = sc_tensor_alloc(&d->xch.xin, &d->xch.lin, me)) ||
+            (err = sc_tensor_alloc(&d->xch.dxin, &d->xch.lin, me)))
             return err;
         snprintf(d->xch.redist_name, sizeof(d->xch.redist_name), "%s.redistribute", L->name);
         snprintf(d->xch.assemble_name, sizeof(d->xch.assemble_name), "%s.assemble", L->name);
@@ -418,7 +419,8 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
         (err = sc_tensor_vectors(&r->pg, PT, l->nparams, sizeof(float))))
         return err;
     for (int i = 0; i < PT; i++) {
-        if (i / T != D->rt->rank && ((err = sc_tensor_alloc_tile(&r->xr, i)) || (err = sc_tensor_alloc_tile(&r->dyr, i))))
+        if (i / T != D->rt->rank &&
+            ((err = sc_tensor_alloc_tile(&r->xr, i)) || (err = sc_tensor_alloc_tile(&r->dyr, i))))
             return err;
         if (i > 0 && (err = sc_tensor_alloc_tile(&r->pg, i)))
             return err;
@@ -660,11 +662,11 @@ static void summarize(struct sc_net *net)
 void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
 {
     const struct sc_net_dist *D = net->dist;
-    int T = D->ntiles, P = D->rt->size;
-    const struct layer_data *first = &D->ld[0];
     size_t F = sizeof(float), window = 0;
     *r = (struct sc_mem_report){0, 0, 0};
-    r->activations = (size_t)T * first->tiles.max * net->input.c * sc_box_area(first->xch.in_box) * F;
+    /* the tensors' own bytes; the fetches', the parameters' and the
+     * workers' windows from the plan */
+    r->activations = sc_tensor_bytes(&D->x0);
     for (int l = 0; l < net->nlayers; l++) {
         const struct sc_layer *L = share_of((struct sc_net *)net, l);
         const struct layer_data *d = &D->ld[l];
@@ -672,23 +674,15 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
             continue;
         size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box) * F;
         size_t in = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box) * F;
-        if (d->chan.partial)
-            r->activations += 2 * T * (size_t)d->tiles.max * d->chan.part_nch * sc_box_area(d->xch.out_box) * F +
-                              sc_fetch_bytes(d->chan.reduce) + sc_fetch_bytes(d->chan.gather_dy);
-        if (!L->is_loss)
-            r->activations += 2 * T * out;
-        if (sc_tensor_exists(&d->dysum.dx_own)) {
-            const struct layer_data *ds = &D->ld[L->src[0]];
-            r->activations += (size_t)T * ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box) * F;
-        }
-        if (sc_tensor_exists(&d->xch.xin))
-            r->activations += 2 * T * in;
-        r->activations += sc_fetch_bytes(d->xch.redist_fwd) + sc_fetch_bytes(d->xch.redist_bwd) +
+        const struct sc_tensor *acts[] = {&d->tiles.y, &d->tiles.dy, &d->chan.part,  &d->chan.dpart, &d->dysum.dx_own,
+                                          &d->xch.xin, &d->xch.dxin, &d->replica.xr, &d->replica.dyr};
+        for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+            r->activations += sc_tensor_bytes(acts[i]);
+        r->activations += sc_fetch_bytes(d->chan.reduce) + sc_fetch_bytes(d->chan.gather_dy) +
+                          sc_fetch_bytes(d->xch.redist_fwd) + sc_fetch_bytes(d->xch.redist_bwd) +
                           sc_fetch_bytes(d->xch.halo_x) + sc_fetch_bytes(d->xch.halo_dy);
-        if (d->replica.on)
-            r->activations += (size_t)(P - 1) * T * (in + out);
-        if (L->scratch_bytes > 1 && !L->is_loss)
-            r->workspaces += (size_t)T * L->scratch_bytes;
+        if (L->scratch_bytes > 1) /* not the 1-byte handle of average pooling */
+            r->workspaces += sc_tensor_bytes(&d->tiles.scratch);
         size_t halo_in = in;
         if (d->xch.halo_x) { /* the window with its halo */
             struct need_ctx c = {(struct sc_net *)net, l};
@@ -699,11 +693,8 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
         if (!L->nparams)
             continue;
         size_t p = L->nparams * F;
-        r->parameters += 3 * p; /* weights, momentum, reduced gradient */
-        if (sc_tensor_exists(&d->params.tile_g))
-            r->parameters += (size_t)(T - 1) * p;
-        if (d->replica.on)
-            r->parameters += (size_t)(P * T - 1) * p;
+        /* weights, momentum, reduced gradient; the partial gradients */
+        r->parameters += 3 * p + sc_tensor_bytes(&d->params.tile_g) + sc_tensor_bytes(&d->replica.pg);
     }
     r->workspaces += (size_t)D->rt->ncpu * window;
 }
@@ -816,9 +807,9 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
 
 static void destroy_layer(struct layer_data *d)
 {
-    struct sc_tensor *tensors[] = {&d->tiles.y,    &d->tiles.dy,    &d->tiles.scratch, &d->params.tile_g,
-                                   &d->replica.xr, &d->replica.dyr, &d->replica.pg,    &d->replica.own_w,
-                                   &d->replica.own_v, &d->replica.own_g, &d->xch.xin,  &d->xch.dxin,
+    struct sc_tensor *tensors[] = {&d->tiles.y,       &d->tiles.dy,      &d->tiles.scratch, &d->params.tile_g,
+                                   &d->replica.xr,    &d->replica.dyr,   &d->replica.pg,    &d->replica.own_w,
+                                   &d->replica.own_v, &d->replica.own_g, &d->xch.xin,       &d->xch.dxin,
                                    &d->dysum.dx_own,  &d->chan.part,     &d->chan.dpart};
     for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
         sc_tensor_free(tensors[i]);

@@ -108,7 +108,8 @@ static void owned_momentum(struct sc_net *net, int l, size_t *first, size_t *cou
 static starpu_data_handle_t momentum_handle(struct sc_net *net, int l)
 {
     struct layer_data *d = &net->dist->ld[l];
-    return d->replica.on ? sc_tensor_handle(&d->replica.own_v, 0) : sc_bucket_momentum_handle(net->dist->buckets[d->params.bucket].vectors);
+    return d->replica.on ? sc_tensor_handle(&d->replica.own_v, 0)
+                         : sc_bucket_momentum_handle(net->dist->buckets[d->params.bucket].vectors);
 }
 
 /* Rank 0's dst[index[i]] = src[i] for the count entries each rank gives

@@ -21,9 +21,11 @@ static int submit_gradient_sum(struct sc_net *net, int l)
             if (!d->tiles.n[t])
                 continue;
             if (i == 0 && !d->dysum.direct)
-                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], sc_tensor_handle(&d->tiles.dy, t), d->dysum.name);
+                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], sc_tensor_handle(&d->tiles.dy, t),
+                                     d->dysum.name);
             else
-                err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&d->tiles.dy, t), d->dysum.contrib[i][t], d->dysum.name);
+                err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&d->tiles.dy, t), d->dysum.contrib[i][t],
+                                           d->dysum.name);
             if (err)
                 return err;
         }
@@ -142,26 +144,26 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
         struct sc_layer *loss = &net->layers[net->nlayers - 1];
         struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->xch.in_box;
         struct sc_synth_args a = sc_dataset_synth_args(ds, first->xch.in_box, first->tiles.n[t]);
-        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t), NULL,
-                                                 D->load_name)))
+        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
+                                               NULL, D->load_name)))
             return err;
         a.n = last->tiles.n[t];
-        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t], sc_tensor_handle(&D->labels, t),
-                                                 D->load_name)))
+        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t],
+                                                 sc_tensor_handle(&D->labels, t), D->load_name)))
             return err;
     }
     for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
         if (!D->spatial) { /* one task for both when the tiles are alike */
             if ((err = sc_insert_load_batch(&D->load, ds->images, ds->labels, (int)sc_shape_size(&net->input),
-                                            first->tiles.n[t], idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t), sc_tensor_handle(&D->labels, t),
-                                            D->load_name)))
+                                            first->tiles.n[t], idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
+                                            sc_tensor_handle(&D->labels, t), D->load_name)))
                 return err;
             continue;
         }
         if ((err = sc_insert_load_images(&D->load, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t],
                                          sc_tensor_handle(&D->x0, t), D->load_name)) ||
-            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t], sc_tensor_handle(&D->labels, t),
-                                         D->load_name)))
+            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t],
+                                         sc_tensor_handle(&D->labels, t), D->load_name)))
             return err;
     }
     for (int l = 0; l < net->nlayers; l++) {
@@ -234,7 +236,8 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
     if (err)
         return err;
     for (int i = 1; i < P * T; i++)
-        if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->replica.pg, i), d->replica.acc_name)))
+        if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->replica.pg, i),
+                                        d->replica.acc_name)))
             return err;
     if (D->gate)
         return sc_gate_check_submit(D->gate, &d->params.grad_task, d->params.hg);
@@ -276,8 +279,8 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
         if (net->layers[l].alias || !net->layers[l].nparams)
             continue;
         if (d->replica.on) {
-            err = sc_insert_sgd(&d->params.grad_task, &gated, d->params.hw, sc_tensor_handle(&d->replica.own_v, 0), d->params.hg,
-                                d->replica.sgd_name);
+            err = sc_insert_sgd(&d->params.grad_task, &gated, d->params.hw, sc_tensor_handle(&d->replica.own_v, 0),
+                                d->params.hg, d->replica.sgd_name);
         } else {
             struct bucket *b = &D->buckets[d->params.bucket];
             if (b->layer[b->nlayers - 1] == l)
@@ -298,7 +301,8 @@ static int submit_partial_dy(struct sc_net *net, int l)
     size_t per_sample = (size_t)d->xch.out_nch * sc_box_area(d->xch.out_box);
     for (int t = 0; t < D->ntiles && share_of(net, l)->post_relu; t++)
         if (d->tiles.n[t] && (err = sc_insert_relu_bwd(&D->critical, (int)(d->tiles.n[t] * per_sample),
-                                                       sc_tensor_handle(&d->tiles.dy, t), sc_tensor_handle(&d->tiles.y, t), d->chan.relu_name)))
+                                                       sc_tensor_handle(&d->tiles.dy, t),
+                                                       sc_tensor_handle(&d->tiles.y, t), d->chan.relu_name)))
             return err;
     struct sc_block part = {d->xch.out_box, d->chan.part_ch0, d->chan.part_ch0 + d->chan.part_nch};
     return submit_assemble(&D->critical, d->chan.gather_dy, sc_tensor_handles(&d->tiles.dy), d, part, 0,
@@ -342,9 +346,10 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if (io.n && (err = layer->ops->backward(layer, &io)))
                 return err;
         }
-        if (d->xch.redist_bwd && (err = submit_assemble(&D->critical, d->xch.redist_bwd, sc_tensor_handles(&d->xch.dxin),
-                                                        &D->ld[layer->src[0]], out_block(&D->ld[layer->src[0]]), 0,
-                                                        input_grad_tiles(net, l), d->xch.assemble_name)))
+        if (d->xch.redist_bwd &&
+            (err = submit_assemble(&D->critical, d->xch.redist_bwd, sc_tensor_handles(&d->xch.dxin),
+                                   &D->ld[layer->src[0]], out_block(&D->ld[layer->src[0]]), 0, input_grad_tiles(net, l),
+                                   d->xch.assemble_name)))
             return err;
         if (!layer->nparams)
             continue;
@@ -354,7 +359,8 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             continue;
         }
         for (int t = 1; t < D->ntiles; t++)
-            if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->params.tile_g, t), layer->name)))
+            if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->params.tile_g, t),
+                                            layer->name)))
                 return err;
         /* A bucket's collective right after the gradient of its last layer,
          * so that it overlaps the backward pass of the layers below. */
@@ -417,9 +423,8 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
             return err;
         }
         for (int t = 0; t < D->ntiles; t++)
-            if (last->tiles.n[t] &&
-                (err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&D->eval_acc, t), sc_tensor_handle(&D->stats, t),
-                                                   D->acc_name))) {
+            if (last->tiles.n[t] && (err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&D->eval_acc, t),
+                                                                sc_tensor_handle(&D->stats, t), D->acc_name))) {
                 free(idx);
                 return err;
             }
