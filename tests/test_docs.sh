@@ -70,7 +70,7 @@ for prog in starconv-train starconv-plan starconv-report; do
 done
 # starconv-bench prints one text for all its subcommands; each
 # subcommand's part starts at its usage line ("  starconv-bench sweep ...").
-for sub in sweep plot layer; do
+for sub in sweep plot layer peak; do
   if "$SRC/bench/starconv-bench" "$sub" --help >"$WORK/bench.help" 2>&1; then
     awk -v want="$sub" '/^  starconv-bench [a-z]+/ { on = ($2 == want) } on' "$WORK/bench.help" >"$WORK/$sub.help"
     compare "starconv-bench $sub" "$WORK/$sub.help"
