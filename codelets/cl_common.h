@@ -67,7 +67,7 @@ void sc_fail_say_unreported(void);
             f_(buffers, cl_arg);                                                                                       \
     }
 #define SC_CUDA_FUNCS(id, f)                                                                                           \
-    .cuda_funcs = {_Generic((f), void *: NULL, default: id##_cuda)}, .cuda_flags = {STARPU_CUDA_ASYNC},
+    .cuda_funcs = {_Generic((f), void *: NULL, int: NULL, default: id##_cuda)}, .cuda_flags = {STARPU_CUDA_ASYNC},
 #else
 #define SC_CUDA_ENTRY(id, f)
 #define SC_CUDA_FUNCS(id, f)

@@ -29,8 +29,8 @@ static void worker_name(int id, char *buf, size_t size)
 {
     enum starpu_worker_archtype t = starpu_worker_get_type(id);
     const char *kind = t == STARPU_CPU_WORKER ? "cpu" : t == STARPU_CUDA_WORKER ? "cuda" : "worker";
-    snprintf(buf, size, "%s %d", kind, t == STARPU_CPU_WORKER || t == STARPU_CUDA_WORKER ? starpu_worker_get_devid(id)
-                                                                                          : id);
+    snprintf(buf, size, "%s %d", kind,
+             t == STARPU_CPU_WORKER || t == STARPU_CUDA_WORKER ? starpu_worker_get_devid(id) : id);
 }
 
 /* One line, whatever a library put in its message. */
@@ -90,8 +90,7 @@ int sc_fail_first(struct sc_fail *f)
 {
     const struct slot *first = NULL;
     for (int w = 0; w < STARPU_NMAXWORKERS; w++)
-        if (__atomic_load_n(&slots[w].state, __ATOMIC_ACQUIRE) == SLOT_READY &&
-            (!first || slots[w].seq < first->seq))
+        if (__atomic_load_n(&slots[w].state, __ATOMIC_ACQUIRE) == SLOT_READY && (!first || slots[w].seq < first->seq))
             first = &slots[w];
     if (first)
         *f = first->f;
@@ -119,14 +118,14 @@ void sc_fail_say_unreported(void)
         return;
     char line[sizeof f.task + sizeof f.kernel + sizeof f.where + sizeof f.cause + 64];
     sc_fail_describe(&f, line, sizeof line);
-    fprintf(stderr, "starconv: %s; its outputs were not valid\n", line);
+    fprintf(stderr, "starconv: %s\n", line);
     sc_fail_set_reported();
 }
 
 /* ---- injected failures ---- */
 
-int sc_fail_inject_on;     /* this rank has a failure to inject */
-static int inject_now;     /* ... in the iteration being submitted */
+int sc_fail_inject_on; /* this rank has a failure to inject */
+static int inject_now; /* ... in the iteration being submitted */
 static int64_t inject_iteration;
 static char inject_name[sizeof slots[0].f.task], inject_spec[128];
 

@@ -110,7 +110,7 @@ struct conv_cuda_algos {
                     found_ = 1;                                                                                        \
                 }                                                                                                      \
         if (!found_) {                                                                                                 \
-            sc_fail_record(op, "no cuDNN algorithm fits a workspace of %zu bytes (SC_CUDNN_WORKSPACE_MB)",            \
+            sc_fail_record(op, "no cuDNN algorithm fits a workspace of %zu bytes (SC_CUDNN_WORKSPACE_MB)",             \
                            (size_t)(limit));                                                                           \
             return -1;                                                                                                 \
         }                                                                                                              \
@@ -162,8 +162,8 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
             return -1;
     }
     if (al->ws[which] > limit) { /* the size query disagreed with the heuristics' */
-        sc_fail_record(op, "cuDNN wants a workspace of %zu bytes, over the %zu of SC_CUDNN_WORKSPACE_MB",
-                       al->ws[which], limit);
+        sc_fail_record(op, "cuDNN wants a workspace of %zu bytes, over the %zu of SC_CUDNN_WORKSPACE_MB", al->ws[which],
+                       limit);
         return -1;
     }
     al->chosen[which] = 1;

@@ -33,7 +33,7 @@ dnnl_engine_t sc_dnnl_engine(void)
 {
     pthread_mutex_lock(&engine_lock);
     if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
-        sc_fail_record("oneDNN", "cannot create the oneDNN CPU engine");
+        sc_fail_record("dnnl_engine", "oneDNN: cannot create the CPU engine");
         engine = NULL;
     }
     dnnl_engine_t e = engine;
@@ -82,7 +82,7 @@ dnnl_stream_t sc_kernel_worker_stream(struct sc_kernel_worker *w)
     if (!w->stream) {
         dnnl_engine_t e = sc_dnnl_engine();
         if (!e || dnnl_stream_create(&w->stream, e, dnnl_stream_default_flags) != dnnl_success) {
-            sc_fail_record("oneDNN", "cannot create a oneDNN stream");
+            sc_fail_record("dnnl_stream", "oneDNN: cannot create a stream");
             w->stream = NULL;
         }
     }

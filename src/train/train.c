@@ -281,8 +281,8 @@ struct loop_state {
     const struct sc_train_opts *o;
     const struct sc_dataset *train;
     long per_epoch;
-    int64_t base;          /* net->iteration before the loop's first iteration counted from 0 */
-    long saved_iteration;  /* of the last checkpoint written in this run; 0: none */
+    int64_t base;         /* net->iteration before the loop's first iteration counted from 0 */
+    long saved_iteration; /* of the last checkpoint written in this run; 0: none */
 };
 
 /* What a stopped run leaves of --save, for its message. */
