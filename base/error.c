@@ -27,6 +27,7 @@ SC_API const char *sc_strerror(int err)
     case SC_ERR_RUNTIME: return "runtime error";
     case SC_ERR_MISMATCH: return "checkpoint does not match the model";
     case SC_ERR_NONFINITE: return "training diverged (NaN or Inf)";
+    case SC_ERR_KERNEL: return "a kernel failed";
     default: return "unknown error";
     }
 }

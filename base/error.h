@@ -26,7 +26,8 @@ enum {
     SC_ERR_ARG = -6,     /* bad argument or option value */
     SC_ERR_RUNTIME = -7, /* StarPU or MPI refused */
     SC_ERR_MISMATCH = -8, /* checkpoint from another model */
-    SC_ERR_NONFINITE = -9 /* training diverged: a NaN or an Inf */
+    SC_ERR_NONFINITE = -9, /* training diverged: a NaN or an Inf */
+    SC_ERR_KERNEL = -10    /* a kernel failed in a task: its outputs are not valid */
 };
 
 const char *sc_strerror(int err);

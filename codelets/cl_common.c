@@ -88,6 +88,7 @@ static void release_mine(void *arg)
  * exited (LeakSanitizer; gemm-based convolution backward data). */
 void sc_codelets_shutdown(void)
 {
+    sc_fail_say_unreported();
     if (workspace)
         starpu_data_unregister(workspace);
     workspace = NULL;

@@ -8,7 +8,6 @@
 #endif
 
 #include <math.h>
-#include <stdio.h>
 
 /* The classes of a pixel are hw apart, so pixels go in blocks of PIX: each
  * pass over the classes then reads PIX consecutive floats per class. */
@@ -51,7 +50,7 @@ static void pixel_xent(const struct sc_pixel_xent_args *a, const float *logits, 
             for (int q = 0; q < np; q++) {
                 int y = lab[p0 + q];
                 if (y < 0 || y >= a->classes) {
-                    bad++;
+                    bad += y != -1; /* -1: a padding sample's, ignored */
                     continue;
                 }
                 loss += log(sum[q]) - ((double)l[(size_t)y * hw + p0 + q] - mx[q]);
@@ -68,8 +67,8 @@ static void pixel_xent(const struct sc_pixel_xent_args *a, const float *logits, 
             }
         }
     }
-    if (bad)
-        fprintf(stderr, "starconv: pixel_xent: %ld labels outside [0, %d)\n", bad, a->classes);
+    if (bad) /* the data sets' labels are made valid: these are not */
+        sc_fail_record(dlogits ? "pixel_xent" : "pixel_xent_eval", "%ld labels outside [0, %d)", bad, a->classes);
     stats[0] = (float)loss;
     stats[1] = (float)correct;
 }

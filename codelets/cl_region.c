@@ -176,7 +176,7 @@ static struct sc_box touching(struct sc_box x, int kh, int kw, int sh, int sw, i
 
 static void fail(const char *op)
 {
-    fprintf(stderr, "starconv: %s: out of memory for a region window\n", op);
+    sc_fail_record(op, "out of memory for a region window");
 }
 
 /* Where the window work runs: the CPU (oneDNN, memcpy) or a CUDA worker

@@ -297,14 +297,15 @@ static void fill_failed(const struct sc_synth_args *a, float *x, int32_t *labels
 void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels)
 {
     if (synth_check(a, "synth_sample") || !x || !labels) {
-        fprintf(stderr, "starconv: %s\n", x && labels ? sc_last_error() : "synth_sample: no buffers");
+        const char *why = x && labels ? sc_last_error() : "no buffers", *own = "synth_sample: ";
+        sc_fail_record("synth_sample", "%s", strncmp(why, own, strlen(own)) ? why : why + strlen(own));
         return;
     }
     struct tables tb;
     size_t n = ws_floats(a, &tb);
     float *ws = malloc(n * sizeof(float));
     if (!ws) {
-        fprintf(stderr, "starconv: synth_sample: cannot allocate %zu bytes\n", n * sizeof(float));
+        sc_fail_record("synth_sample", "cannot allocate %zu bytes", n * sizeof(float));
         fill_failed(a, x, labels);
         return;
     }
@@ -349,8 +350,8 @@ static void cl_synth_load_cpu_func(void *buffers[], void *cl_arg)
     }
     if (!own)
         free(labels);
-    if (!ws)
-        fprintf(stderr, "starconv: synth_load: cannot allocate %zu bytes\n", n * sizeof(float));
+    if (!ws || !labels)
+        sc_fail_record("synth_load", "cannot allocate %zu bytes", (ws ? nl * sizeof(int32_t) : n * sizeof(float)));
     free(ws);
 }
 
@@ -484,7 +485,7 @@ void sc_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_bo
         }
     }
     if (!ws || !row || !ones)
-        fprintf(stderr, "starconv: synth_labels: out of memory\n");
+        sc_fail_record("synth_labels", "out of memory");
     free(ws);
     free(row);
     free(ones);

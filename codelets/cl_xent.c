@@ -8,7 +8,6 @@
 #endif
 
 #include <math.h>
-#include <stdio.h>
 
 /* Loss and accuracy of n rows into stats; dlogits too when not NULL. */
 static void xent(const struct sc_xent_args *a, const float *logits, const int32_t *labels,
@@ -44,8 +43,8 @@ static void xent(const struct sc_xent_args *a, const float *logits, const int32_
                 d[k] = a->scale * (float)(exp((double)l[k] - l[arg]) / sum - (k == y));
         }
     }
-    if (bad)
-        fprintf(stderr, "starconv: xent: %d labels outside [0, %d)\n", bad, a->classes);
+    if (bad) /* the data sets' labels are checked when read: these are not valid */
+        sc_fail_record(dlogits ? "xent" : "xent_eval", "%d labels outside [0, %d)", bad, a->classes);
     stats[0] = (float)loss;
     stats[1] = (float)correct;
 }

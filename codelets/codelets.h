@@ -33,8 +33,42 @@ struct sc_task_opts {
  * and registers the kernels' scratch memory.  0, or SC_ERR_ARG for a bad
  * SC_CUDNN_WORKSPACE_MB (CUDA build). */
 int sc_codelets_init(void);
-/* Release cached oneDNN primitives (before starpu_shutdown). */
+/* Release cached oneDNN primitives (before starpu_shutdown).  A kernel
+ * failure recorded and never reported (sc_fail_set_reported) is printed
+ * here, so that none goes unsaid. */
 void sc_codelets_shutdown(void);
+
+/* ---- kernel failures (recorded by sc_fail_record, kernels.h) ----
+ * Each worker keeps its first failure; the record is sticky: nothing
+ * clears it.  A program reads it where it waits for its tasks anyway (the
+ * training loop: src/runtime/kernel_failure.h). */
+struct sc_fail {
+    char task[64];   /* the failing task's name ("conv2.fwd"); "" outside a task */
+    char kernel[32]; /* the kernel's own name ("conv_fwd") */
+    int worker;      /* StarPU worker id */
+    char where[32];  /* the worker, as the line names it: "cpu 1", "cuda 0" */
+    char cause[256]; /* "oneDNN: could not create the primitive" */
+};
+/* 1 and the first failure recorded on any worker of this process into
+ * *f; 0 when there is none.  Any thread, at any time. */
+int sc_fail_first(struct sc_fail *f);
+/* f as one line: "kernel conv2.fwd (conv_fwd) failed on worker cpu 1:
+ * CAUSE". */
+void sc_fail_describe(const struct sc_fail *f, char *buf, size_t size);
+/* The failure has been reported (the run stops on it): shutdown says no
+ * more, whatever else fails while the tasks in flight drain. */
+void sc_fail_set_reported(void);
+
+/* Failures injected for the tests (tests/test_kernel_failure.sh):
+ * SC_TEST_FAIL_KERNEL=NAME@ITERATION[:RANK] makes the tasks named NAME (a
+ * layer's task: conv2.fwd, fc1.bwd_weights, ...) that the training loop
+ * submits for ITERATION (from 1, as the progress lines count) fail on rank
+ * RANK (every rank without it): they do nothing and record "injected
+ * failure".  spec NULL or "": none; a bad spec is SC_ERR_ARG naming it. */
+int sc_fail_inject_setup(const char *spec, int rank);
+/* The training iteration whose tasks the caller submits from now on (0:
+ * none, e.g. evaluation); only the submitting thread calls it. */
+void sc_fail_inject_iteration(int64_t iteration);
 
 /* ---- convolution (oneDNN; struct sc_conv_args in kernels.h) ---- */
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */

@@ -37,7 +37,7 @@ int sc_cuda_check(cudaError_t e, const char *op)
 {
     if (e == cudaSuccess)
         return 0;
-    fprintf(stderr, "starconv: %s: CUDA error: %s\n", op, cudaGetErrorString(e));
+    sc_fail_record(op, "CUDA: %s", cudaGetErrorString(e));
     return -1;
 }
 
@@ -45,7 +45,7 @@ int sc_cudnn_check(cudnnStatus_t e, const char *op)
 {
     if (e == CUDNN_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "starconv: %s: cuDNN error: %s\n", op, cudnnGetErrorString(e));
+    sc_fail_record(op, "cuDNN: %s", cudnnGetErrorString(e));
     return -1;
 }
 
@@ -53,12 +53,12 @@ int sc_cublas_check(cublasStatus_t e, const char *op)
 {
     if (e == CUBLAS_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "starconv: %s: cuBLAS error %d\n", op, (int)e);
+    sc_fail_record(op, "cuBLAS: error %d", (int)e);
     return -1;
 }
 
 /* w's cuDNN and cuBLAS handles, bound to w->stream: 0, or -1 with the
- * library's error on stderr. */
+ * library's error recorded (sc_fail_record: on stderr outside a worker). */
 static int bind_handles(struct sc_cuda_worker *w)
 {
     if (sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
@@ -143,15 +143,19 @@ int sc_cuda_init(void)
         return 0;
     starpu_execute_on_each_worker(init_worker, NULL, STARPU_CUDA);
     /* A worker left without handles would take tasks and leave their
-     * outputs unwritten: stop here instead. */
+     * outputs unwritten: stop here instead, with the library's error (in
+     * the worker's failure record). */
     for (int i = 0; i < n; i++)
         if (!workers[ids[i]].ready) {
             char name[64];
+            struct sc_fail f;
             starpu_worker_get_name(ids[i], name, sizeof name);
+            int known = sc_fail_first(&f);
+            sc_fail_set_reported();
             return sc_error(SC_ERR_RUNTIME,
-                            "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (see the "
-                            "error above); run without it (STARPU_NCUDA=0) or check the GPU",
-                            name);
+                            "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (%s%s%s); run without it "
+                            "(STARPU_NCUDA=0) or check the GPU",
+                            name, known ? f.kernel : "unknown error", known ? ": " : "", known ? f.cause : "");
         }
     return 0;
 }
@@ -245,13 +249,16 @@ struct labels_report {
     const char *op;
     int classes;
     const struct sc_cuda_verdict *v;
+    int worker;       /* that launched it */
+    const char *task; /* its name, which outlives the task (the layer's) */
 };
 
+/* On no worker: the record names the worker and task that launched it. */
 static void CUDART_CB labels_report_cb(void *arg)
 {
     struct labels_report *r = arg;
-    if (r->v->bad_labels)
-        fprintf(stderr, "starconv: %s: %d labels outside [0, %d)\n", r->op, r->v->bad_labels, r->classes);
+    if (r->v->bad_labels) /* the data sets' labels are made valid: these are not */
+        sc_fail_record_from(r->worker, r->task, r->op, "%d labels outside [0, %d)", r->v->bad_labels, r->classes);
     free(r);
 }
 
@@ -264,11 +271,12 @@ void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, i
     struct labels_report *r = malloc(sizeof *r);
     if (!w || !scratch || !r) {
         free(r);
-        sc_kernel_failed(op);
+        sc_fail_record(op, !w ? "no CUDA worker state" : !scratch ? "no device buffer" : "out of memory");
         return;
     }
     int *bad = (int *)(scratch + SC_CUDA_XENT_SCRATCH);
-    *r = (struct labels_report){op, classes, w->pinned};
+    struct starpu_task *task = starpu_task_get_current();
+    *r = (struct labels_report){op, classes, w->pinned, starpu_worker_get_id(), task ? task->name : NULL};
     if (sc_cuda_check(sc_cuda_xent(n, classes, hw, scale, pad_label, bad, logits, labels, dlogits, stats, scratch, s),
                       op) ||
         sc_cuda_check(cudaMemcpyAsync(&w->pinned->bad_labels, bad, sizeof(int), cudaMemcpyDeviceToHost, s), op) ||

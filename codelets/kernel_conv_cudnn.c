@@ -110,10 +110,8 @@ struct conv_cuda_algos {
                     found_ = 1;                                                                                        \
                 }                                                                                                      \
         if (!found_) {                                                                                                 \
-            fprintf(stderr,                                                                                            \
-                    "starconv: %s: no cuDNN algorithm fits a workspace of %zu bytes "                                  \
-                    "(SC_CUDNN_WORKSPACE_MB)\n",                                                                       \
-                    op, (size_t)(limit));                                                                              \
+            sc_fail_record(op, "no cuDNN algorithm fits a workspace of %zu bytes (SC_CUDNN_WORKSPACE_MB)",             \
+                           (size_t)(limit));                                                                           \
             return -1;                                                                                                 \
         }                                                                                                              \
     } while (0)
@@ -164,10 +162,8 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
             return -1;
     }
     if (al->ws[which] > limit) { /* the size query disagreed with the heuristics' */
-        fprintf(stderr,
-                "starconv: %s: cuDNN wants a workspace of %zu bytes, over the %zu of "
-                "SC_CUDNN_WORKSPACE_MB\n",
-                op, al->ws[which], limit);
+        sc_fail_record(op, "cuDNN wants a workspace of %zu bytes, over the %zu of SC_CUDNN_WORKSPACE_MB", al->ws[which],
+                       limit);
         return -1;
     }
     al->chosen[which] = 1;
@@ -190,7 +186,8 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
     struct conv_cuda_geom g;
     struct conv_cuda_desc d;
     if (!al) {
-        sc_kernel_failed(op);
+        if (!h) /* else recorded by the cache */
+            sc_fail_record(op, "no cuDNN handle on this worker");
         return;
     }
     conv_cuda_geom(a, &g);
@@ -202,7 +199,8 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
     if (conv_cuda_choose(h, which, &d, al, wsp->bytes, op) ||
         (g.explicit_pad &&
          !(xp = sc_cuda_buf(c->cw, which == 1 ? SC_CUDA_BUF_CONV_PAD2 : SC_CUDA_BUF_CONV_PAD, nxp * sizeof(float))))) {
-        sc_kernel_failed(op);
+        /* the algorithm's choice has recorded its failure; the buffer's may not have */
+        sc_fail_record(op, "no device buffer for the padded input");
         conv_cuda_desc_destroy(&d);
         return;
     }

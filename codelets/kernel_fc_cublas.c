@@ -17,7 +17,7 @@ void sc_fc_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct sc_
     const char *op = ops[which];
     cublasHandle_t h = c->cublas;
     if (!h) {
-        sc_kernel_failed(op);
+        sc_fail_record(op, "no cuBLAS handle on this worker");
         return;
     }
     switch (which) {

@@ -3,8 +3,9 @@
  * calling worker's own state (its oneDNN stream, its cache of primitives,
  * its buffers) as an argument, from the codelet that runs it, so that it
  * can be read, and called, without the runtime.  Failures cannot be
- * returned from a task: a kernel prints one line (sc_kernel_failed) and
- * leaves its outputs invalid. */
+ * returned from a task: a kernel records its failure (sc_fail_record),
+ * leaves its outputs invalid and returns; the training loop reads the
+ * record at its next sync point and stops there. */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
 
@@ -59,7 +60,8 @@ void *sc_kernel_worker_buf(struct sc_kernel_worker *w, int i, size_t bytes);
  * cuDNN algorithms chosen, on CUDA workers): the entry of (op, key), made
  * by create(key) when missing, freed by destroy at the worker's end.  key
  * must have no padding bytes (the args structs are all int and float).
- * NULL (after a line on stderr) without w or when creation fails. */
+ * NULL (the failure recorded, sc_fail_record) without w or when creation
+ * fails. */
 enum {
     SC_PRIM_CONV_FWD,
     SC_PRIM_CONV_BWD_DATA,
@@ -112,7 +114,14 @@ struct sc_workspace {
     size_t bytes;
 };
 
-/* One line on stderr: op's kernel failed, its outputs are not valid. */
-void sc_kernel_failed(const char *op);
+/* A kernel's failure: op (the kernel's name, e.g. "conv_fwd") and a
+ * printf-style cause (e.g. "oneDNN: could not create the primitive").
+ * Kept in the calling worker's record, where the first failure stays
+ * (thread safe; codelets.h: sc_fail_first reads the records); on a thread
+ * that is no StarPU worker (a kernel called without the runtime), printed
+ * on stderr instead, as there is no sync point to read it.  Defined with
+ * the codelets (cl_fail.c), which know the calling worker: no StarPU
+ * here. */
+void sc_fail_record(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

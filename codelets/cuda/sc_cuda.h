@@ -163,8 +163,11 @@ void *sc_cuda_buf(struct sc_cuda_worker *w, int i, size_t bytes);
  * what open made, also after a failed open. */
 int sc_cuda_ctx_open(struct sc_cuda_ctx *c);
 void sc_cuda_ctx_close(struct sc_cuda_ctx *c);
-/* One line on stderr for a failed CUDA/cuDNN/cuBLAS call in a kernel
- * (a task cannot return an error); 0 when ok, -1 otherwise. */
+/* A failed CUDA/cuDNN/cuBLAS call in a kernel (a task cannot return an
+ * error), recorded with the library's message (sc_fail_record, kernels.h);
+ * 0 when ok, -1 otherwise.  Every call records, whether its caller looks
+ * at the result or goes on (an asynchronous launch's outputs are then not
+ * valid either). */
 int sc_cuda_check(cudaError_t e, const char *op);
 int sc_cudnn_check(cudnnStatus_t e, const char *op);
 int sc_cublas_check(cublasStatus_t e, const char *op);
@@ -185,8 +188,8 @@ struct sc_cuda_verdict *sc_cuda_worker_verdict(void);
 int *sc_cuda_small_int(void);
 
 /* sc_cuda_xent on the calling worker's stream and buffers; out-of-range
- * labels are reported on stderr as the CPU kernels do, prefixed with op,
- * by a host function on the stream. */
+ * labels (but -1, a padding sample's) are recorded as a failure of op, as
+ * the CPU kernels do, by a host function on the stream. */
 void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, int pad_label, const float *logits,
                       const int32_t *labels, float *dlogits, float *stats);
 
