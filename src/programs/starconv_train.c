@@ -54,6 +54,9 @@ static const char usage[] =
     "  --peer-timeout S     a rank not heard from for S seconds (killed, stopped, node lost)\n"
     "                       stops the job with a message naming it; default 20\n"
     "                       (or SC_PEER_TIMEOUT), 0: off\n"
+    "  --denormals keep|flush  denormal floats in the CPU workers' arithmetic: kept (default,\n"
+    "                       as PyTorch) or flushed to zero (FTZ and DAZ): faster where values\n"
+    "                       become tiny on CPUs that compute denormals slowly\n"
     "  --metrics FILE       JSON lines: iteration, epoch, loss, images/s, test accuracy\n"
     "  --sched NAME         StarPU scheduling policy (lws, eager, prio, dmda, ...; --list-sched)\n"
     "  --list-sched         print the valid policy names and stop\n"
@@ -165,6 +168,7 @@ static const struct option train_options[] = {
     {"resume", required_argument, 0, 'U'},
     {"nonfinite", required_argument, 0, 'N'},
     {"peer-timeout", required_argument, 0, 'W'},
+    {"denormals", required_argument, 0, 1004},
     {"collectives", required_argument, 0, 'C'},
     {"comm-window", required_argument, 0, 'K'},
     {"comm-segment", required_argument, 0, 'J'},
@@ -206,6 +210,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
             err = sc_error(SC_ERR_ARG, "--collectives: '%s' is neither tasks nor nccl", arg);
         break;
     case 'W': err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout; break;
+    case 1004:
+        if (!strcmp(arg, "keep") || !strcmp(arg, "flush"))
+            o->denormals = !strcmp(arg, "flush") ? SC_DENORMALS_FLUSH : SC_DENORMALS_KEEP;
+        else
+            err = sc_error(SC_ERR_ARG, "--denormals: '%s' is neither keep nor flush", arg);
+        break;
     case 'E': err = sc_cli_long(name, arg, 1, LONG_MAX / 2, &o->save_every); break;
     case 'j': o->metrics = arg; break;
     case 'p':
@@ -400,8 +410,12 @@ int main(int argc, char **argv)
     }
 
     struct sc_runtime rt;
-    sc_runtime_set_peer_timeout(o.peer_timeout);
-    if ((err = sc_runtime_init(&argc, &argv, o.sched, &rt)))
+    struct sc_runtime_opts ro;
+    sc_runtime_opts_default(&ro);
+    ro.sched = o.sched;
+    ro.peer_timeout = o.peer_timeout;
+    ro.denormals = o.denormals;
+    if ((err = sc_runtime_init(&argc, &argv, &ro, &rt)))
         return fail(err == SC_ERR_ARG ? SC_EXIT_BAD_INPUT : 1, sc_last_error());
     int status = 0;
     if ((err = sc_train_check_ranks(&o, &rt, &train, &test, net, ck)) ||

@@ -7,6 +7,9 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+#endif
 
 #include <starpu.h>
 #include <starpu_mpi.h>
@@ -60,13 +63,37 @@ int sc_runtime_policy_valid(const char *name)
 struct driver_thread {
     struct starpu_driver driver;
     pthread_t thread;
+    struct sc_runtime_state *state;
 };
 
-static struct driver_thread *drivers;
-static int ndrivers;
-static struct sc_cpubind *placement; /* NULL: workers not bound by starconv */
-static volatile int drivers_stop;
-static long max_sleep_ns = 2000000;
+/* What the runtime of this process holds besides the public part of
+ * struct sc_runtime: its CPU driver threads, where they run, their idle
+ * wake-ups, the wrapped scheduling policy, the rank's place on its node. */
+struct sc_runtime_state {
+    struct driver_thread *drivers;
+    int ndrivers;
+    struct sc_cpubind *placement; /* NULL: workers not bound by starconv */
+    int drivers_stop;             /* atomic */
+    long max_sleep_ns;            /* the longest idle sleep (SC_IDLE_SLEEP_US) */
+    int flush_denormals;          /* workers run with FTZ and DAZ (--denormals flush) */
+    /* Idle workers: see wait_for_work. */
+    pthread_mutex_t idle_mutex;
+    pthread_cond_t idle_cond;
+    unsigned long wake_generation; /* atomic */
+    int sleepers;                  /* atomic */
+    /* The chosen scheduling policy, with a wake-up after each push. */
+    struct starpu_sched_policy woken_policy;
+    int (*base_push)(struct starpu_task *);
+    void (*base_push_notify)(struct starpu_task *, int, int, unsigned);
+    /* This rank among the ranks of its node (shared memory), whatever
+     * launcher started them (find_node_ranks, right after MPI_Init). */
+    int node_rank, node_size;
+};
+
+/* StarPU calls the policy's push hooks, and the collectives their wake
+ * hook, without a context argument: those hooks reach the state of the
+ * process's one runtime (StarPU allows one per process) through this. */
+static struct sc_runtime_state *active;
 /* Idle passes before a worker sleeps.  A push wakes it, so spinning only
  * saves the wake-up's 10-20 us, and on cores that the other ranks' threads
  * need it costs more: with 50 passes (when workers woke every 0.2 ms
@@ -97,22 +124,18 @@ static double now_ns(void)
  * generation with the one it saw before its last look for work (both
  * sequentially consistent), so either the worker sees the new generation
  * and looks again, or the push sees the sleeper and signals it. */
-static pthread_mutex_t idle_mutex = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t idle_cond = PTHREAD_COND_INITIALIZER;
-static unsigned long wake_generation;
-static int sleepers;
 
 /* One sleeping worker (a push makes one task ready), or all of them. */
-static void wake(int all)
+static void wake(struct sc_runtime_state *S, int all)
 {
-    __atomic_add_fetch(&wake_generation, 1, __ATOMIC_SEQ_CST);
-    if (__atomic_load_n(&sleepers, __ATOMIC_SEQ_CST) > 0) {
-        pthread_mutex_lock(&idle_mutex);
+    __atomic_add_fetch(&S->wake_generation, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&S->sleepers, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&S->idle_mutex);
         if (all)
-            pthread_cond_broadcast(&idle_cond);
+            pthread_cond_broadcast(&S->idle_cond);
         else
-            pthread_cond_signal(&idle_cond);
-        pthread_mutex_unlock(&idle_mutex);
+            pthread_cond_signal(&S->idle_cond);
+        pthread_mutex_unlock(&S->idle_mutex);
     }
 }
 
@@ -120,32 +143,27 @@ static void wake(int all)
  * at once. */
 static void wake_workers(void)
 {
-    wake(1);
+    wake(active, 1);
 }
-
-/* The chosen scheduling policy, with a wake-up after each push. */
-static struct starpu_sched_policy woken_policy;
-static int (*base_push)(struct starpu_task *);
-static void (*base_push_notify)(struct starpu_task *, int, int, unsigned);
 
 static int push_and_wake(struct starpu_task *task)
 {
-    int ret = base_push(task);
-    wake(0);
+    int ret = active->base_push(task);
+    wake(active, 0);
     return ret;
 }
 
 /* A task pushed to one given worker bypasses push_task. */
 static void notify_and_wake(struct starpu_task *task, int workerid, int perf_workerid, unsigned ctx)
 {
-    if (base_push_notify)
-        base_push_notify(task, workerid, perf_workerid, ctx);
-    wake(1);
+    if (active->base_push_notify)
+        active->base_push_notify(task, workerid, perf_workerid, ctx);
+    wake(active, 1);
 }
 
 /* name: the policy StarPU would have taken (STARPU_SCHED first, as StarPU
  * reads it, then --sched, then StarPU's default). */
-static int make_woken_policy(const char *name)
+static int make_woken_policy(struct sc_runtime_state *S, const char *name)
 {
     const char *env = getenv("STARPU_SCHED");
     if (env && *env)
@@ -156,49 +174,65 @@ static int make_woken_policy(const char *name)
     if (!p)
         return sc_error(SC_ERR_ARG, "unknown scheduling policy '%s'%s (valid: %s)", name,
                         env && *env ? " in STARPU_SCHED" : "", sc_runtime_policies());
-    woken_policy = *p;
-    base_push = woken_policy.push_task;
-    base_push_notify = woken_policy.push_task_notify;
-    woken_policy.push_task = push_and_wake;
-    woken_policy.push_task_notify = notify_and_wake;
+    S->woken_policy = *p;
+    S->base_push = S->woken_policy.push_task;
+    S->base_push_notify = S->woken_policy.push_task_notify;
+    S->woken_policy.push_task = push_and_wake;
+    S->woken_policy.push_task_notify = notify_and_wake;
     return 0;
 }
 
-static void wait_for_work(unsigned long *seen, long timeout_ns)
+static void wait_for_work(struct sc_runtime_state *S, unsigned long *seen, long timeout_ns)
 {
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_nsec += timeout_ns;
     until.tv_sec += until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
-    pthread_mutex_lock(&idle_mutex);
-    __atomic_add_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
-    if (*seen == __atomic_load_n(&wake_generation, __ATOMIC_SEQ_CST))
-        pthread_cond_timedwait(&idle_cond, &idle_mutex, &until);
-    __atomic_sub_fetch(&sleepers, 1, __ATOMIC_SEQ_CST);
-    *seen = __atomic_load_n(&wake_generation, __ATOMIC_SEQ_CST);
-    pthread_mutex_unlock(&idle_mutex);
+    pthread_mutex_lock(&S->idle_mutex);
+    __atomic_add_fetch(&S->sleepers, 1, __ATOMIC_SEQ_CST);
+    if (*seen == __atomic_load_n(&S->wake_generation, __ATOMIC_SEQ_CST))
+        pthread_cond_timedwait(&S->idle_cond, &S->idle_mutex, &until);
+    __atomic_sub_fetch(&S->sleepers, 1, __ATOMIC_SEQ_CST);
+    *seen = __atomic_load_n(&S->wake_generation, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&S->idle_mutex);
+}
+
+/* Denormal floats flushed to zero on this thread's results (FTZ) and read
+ * as zero in its inputs (DAZ): x86's MXCSR bits 15 and 6. */
+static int flush_denormals_here(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    _mm_setcsr(_mm_getcsr() | 0x8040);
+    return 0;
+#else
+    return -1;
+#endif
 }
 
 static void *drive_worker(void *arg)
 {
-    struct starpu_driver *d = arg;
+    struct driver_thread *dt = arg;
+    struct sc_runtime_state *S = dt->state;
+    struct starpu_driver *d = &dt->driver;
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0); /* timeouts of tens of us must be that */
+    if (S->flush_denormals)
+        flush_denormals_here();
     starpu_driver_init(d);
     char name[16]; /* as top -H and /proc/PID/task/TID/comm show it; after StarPU's own */
     snprintf(name, sizeof name, "sc-cpu%u", d->id.cpu_id % 1000u);
     pthread_setname_np(pthread_self(), name);
-    sc_cpubind_worker(placement, (int)d->id.cpu_id);
+    sc_cpubind_worker(S->placement, (int)d->id.cpu_id);
     int idle = 0;
     unsigned long seen = 0;
-    while (!__atomic_load_n(&drivers_stop, __ATOMIC_ACQUIRE)) {
+    while (!__atomic_load_n(&S->drivers_stop, __ATOMIC_ACQUIRE)) {
         double t0 = now_ns();
         starpu_driver_run_once(d);
         /* An idle pass takes about a microsecond; a task, far more. */
         if (now_ns() - t0 > 20000)
             idle = 0;
         else if (++idle > IDLE_PASSES) {
-            wait_for_work(&seen, max_sleep_ns);
+            wait_for_work(S, &seen, S->max_sleep_ns);
             idle = 0;
         }
     }
@@ -206,17 +240,13 @@ static void *drive_worker(void *arg)
     return NULL;
 }
 
-/* This rank among the ranks of its node (shared memory), whatever
- * launcher started them: set by find_node_ranks() right after MPI_Init. */
-static int node_rank, node_size = 1;
-
-static MPI_Comm find_node_ranks(void)
+static MPI_Comm find_node_ranks(struct sc_runtime_state *S)
 {
     MPI_Comm node;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) != MPI_SUCCESS)
         MPI_Comm_dup(MPI_COMM_SELF, &node); /* alone, as far as we can tell */
-    MPI_Comm_rank(node, &node_rank);
-    MPI_Comm_size(node, &node_size);
+    MPI_Comm_rank(node, &S->node_rank);
+    MPI_Comm_size(node, &S->node_size);
     return node;
 }
 
@@ -239,17 +269,17 @@ static int cuda_worker_count(void)
  * worker, so that ranks do not all crowd onto every GPU (and NCCL, which
  * refuses two ranks on one GPU, works).  With one GPU, every rank keeps
  * it.  Before StarPU reads its environment. */
-static void spread_gpus(void)
+static void spread_gpus(const struct sc_runtime_state *S)
 {
     int ngpus = 0;
-    if (getenv("STARPU_NCUDA") || getenv("STARPU_WORKERS_CUDAID") || node_size < 2 ||
+    if (getenv("STARPU_NCUDA") || getenv("STARPU_WORKERS_CUDAID") || S->node_size < 2 ||
         cudaGetDeviceCount(&ngpus) != cudaSuccess || ngpus < 2)
         return;
     char dev[16];
-    snprintf(dev, sizeof(dev), "%d", node_rank % ngpus);
+    snprintf(dev, sizeof(dev), "%d", S->node_rank % ngpus);
     setenv("STARPU_WORKERS_CUDAID", dev, 1);
     setenv("STARPU_NCUDA", "1", 1);
-    SC_LOG(2, "CUDA device %s of %d for local rank %d of %d", dev, ngpus, node_rank, node_size);
+    SC_LOG(2, "CUDA device %s of %d for local rank %d of %d", dev, ngpus, S->node_rank, S->node_size);
 }
 #endif
 
@@ -289,35 +319,36 @@ static int lowest_rank_where(MPI_Comm comm, int rank, int applies)
  * on rank 0 (rt->placements).  Collective. */
 static int place_workers(struct sc_runtime *rt, MPI_Comm node)
 {
-    int err = sc_cpubind_setup(node, &placement);
+    struct sc_runtime_state *S = rt->state;
+    int err = sc_cpubind_setup(node, &S->placement);
     if ((err = sc_runtime_agree(rt, err)))
         return err;
-    int cores = placement ? sc_cpubind_cores(placement) : (int)(sysconf(_SC_NPROCESSORS_ONLN) / node_size);
+    int cores = S->placement ? sc_cpubind_cores(S->placement) : (int)(sysconf(_SC_NPROCESSORS_ONLN) / S->node_size);
     int asked, capped;
-    ndrivers = cpu_worker_count(cores < 1 ? 1 : cores, &asked, &capped);
-    if (ndrivers < 1 || ndrivers > STARPU_MAXCPUS)
-        err = sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank", ndrivers,
+    S->ndrivers = cpu_worker_count(cores < 1 ? 1 : cores, &asked, &capped);
+    if (S->ndrivers < 1 || S->ndrivers > STARPU_MAXCPUS)
+        err = sc_error(SC_ERR_ARG, "STARPU_NCPU=%d: this StarPU takes 1 to %d CPU workers per rank", S->ndrivers,
                        STARPU_MAXCPUS);
-    if (!err && placement)
-        err = sc_cpubind_place(placement, ndrivers);
+    if (!err && S->placement)
+        err = sc_cpubind_place(S->placement, S->ndrivers);
     if ((err = sc_runtime_agree(rt, err)))
         return err;
-    if (placement)
-        snprintf(rt->placement, sizeof rt->placement, "%s", sc_cpubind_describe(placement));
+    if (S->placement)
+        snprintf(rt->placement, sizeof rt->placement, "%s", sc_cpubind_describe(S->placement));
     else
         snprintf(rt->placement, sizeof rt->placement, "%d CPU worker%s, not bound by starconv (SC_CPU_BIND=none)",
-                 ndrivers, ndrivers == 1 ? "" : "s");
+                 S->ndrivers, S->ndrivers == 1 ? "" : "s");
     SC_LOG(rt->rank == 0 || rt->size <= 16 ? 1 : 2, "%s", rt->placement);
-    int over = placement && asked && ndrivers > cores;
+    int over = S->placement && asked && S->ndrivers > cores;
     if (lowest_rank_where(rt->ctl, rt->rank, over)) {
         char fix[160];
-        if (sc_cpubind_launcher_limits(placement))
+        if (sc_cpubind_launcher_limits(S->placement))
             snprintf(fix, sizeof fix, "give each rank %d cores (mpirun --bind-to none, or --map-by ppr:%d:node:PE=%d)",
-                     ndrivers, node_size, ndrivers);
+                     S->ndrivers, S->node_size, S->ndrivers);
         else
             snprintf(fix, sizeof fix, "the node has no more for it: STARPU_NCPU=%d or fewer", cores);
         SC_LOG(1, "warning: STARPU_NCPU=%d CPU workers, but this rank has %d core%s (%s): its workers share cores; %s",
-               ndrivers, cores, cores == 1 ? "" : "s", sc_cpubind_where(placement), fix);
+               S->ndrivers, cores, cores == 1 ? "" : "s", sc_cpubind_where(S->placement), fix);
     }
     if (lowest_rank_where(rt->ctl, rt->rank, capped))
         SC_LOG(1,
@@ -335,38 +366,31 @@ static int place_workers(struct sc_runtime *rt, MPI_Comm node)
     return 0;
 }
 
-static int start_drivers(void)
+static int start_drivers(struct sc_runtime_state *S)
 {
-    for (int i = 0; i < ndrivers; i++)
-        if (pthread_create(&drivers[i].thread, NULL, drive_worker, &drivers[i].driver)) {
-            __atomic_store_n(&drivers_stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < S->ndrivers; i++)
+        if (pthread_create(&S->drivers[i].thread, NULL, drive_worker, &S->drivers[i])) {
+            __atomic_store_n(&S->drivers_stop, 1, __ATOMIC_RELEASE);
             for (int j = 0; j < i; j++)
-                pthread_join(drivers[j].thread, NULL);
+                pthread_join(S->drivers[j].thread, NULL);
             return sc_error(SC_ERR_RUNTIME, "cannot start the thread of CPU worker %d", i);
         }
     return 0;
 }
 
-static void stop_drivers(void)
+static void stop_drivers(struct sc_runtime_state *S)
 {
-    __atomic_store_n(&drivers_stop, 1, __ATOMIC_RELEASE);
-    for (int i = 0; i < ndrivers; i++)
-        pthread_join(drivers[i].thread, NULL);
-    free(drivers);
-    drivers = NULL;
-    ndrivers = 0;
+    __atomic_store_n(&S->drivers_stop, 1, __ATOMIC_RELEASE);
+    for (int i = 0; i < S->ndrivers; i++)
+        pthread_join(S->drivers[i].thread, NULL);
+    free(S->drivers);
+    S->drivers = NULL;
+    S->ndrivers = 0;
 }
 
 /* ---- peer watchdog ---- */
 
-static double peer_timeout = -1;
-
-void sc_runtime_set_peer_timeout(double seconds)
-{
-    peer_timeout = seconds;
-}
-
-static double peer_timeout_value(void)
+static double peer_timeout_value(double peer_timeout)
 {
     if (peer_timeout >= 0)
         return peer_timeout;
@@ -394,10 +418,17 @@ static void test_finish_delay(int rank)
     }
 }
 
-static void forget_placement(struct sc_runtime *rt)
+static void forget_state(struct sc_runtime *rt)
 {
-    sc_cpubind_free(placement);
-    placement = NULL;
+    struct sc_runtime_state *S = rt->state;
+    if (S) {
+        sc_cpubind_free(S->placement);
+        pthread_cond_destroy(&S->idle_cond);
+        pthread_mutex_destroy(&S->idle_mutex);
+        free(S);
+    }
+    rt->state = NULL;
+    active = NULL;
     free(rt->placements);
     rt->placements = NULL;
 }
@@ -405,7 +436,7 @@ static void forget_placement(struct sc_runtime *rt)
 /* Undo MPI's start after a failed init, and return err. */
 static int abandon_init(struct sc_runtime *rt, int err)
 {
-    forget_placement(rt);
+    forget_state(rt);
     sc_watchdog_stop(0); /* the other ranks may not get to their shutdown */
     MPI_Comm_free(&rt->ctl);
     MPI_Finalize();
@@ -440,8 +471,39 @@ int sc_runtime_mpi_init(int *argc, char ***argv)
     return 0;
 }
 
-int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtime *rt)
+void sc_runtime_opts_default(struct sc_runtime_opts *o)
 {
+    *o = (struct sc_runtime_opts){.sched = NULL, .peer_timeout = -1, .denormals = SC_DENORMALS_KEEP};
+}
+
+/* The state, before MPI's collectives: it holds the node ranks. */
+static int new_state(struct sc_runtime *rt, const struct sc_runtime_opts *o)
+{
+    struct sc_runtime_state *S = calloc(1, sizeof *S);
+    if (!S)
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    pthread_mutex_init(&S->idle_mutex, NULL);
+    pthread_cond_init(&S->idle_cond, NULL);
+    S->max_sleep_ns = 2000000;
+    const char *sleep_env = getenv("SC_IDLE_SLEEP_US");
+    if (sleep_env && atol(sleep_env) >= 0)
+        S->max_sleep_ns = atol(sleep_env) * 1000;
+    S->node_size = 1;
+    S->flush_denormals = o->denormals == SC_DENORMALS_FLUSH;
+    rt->state = active = S;
+    if (S->flush_denormals && flush_denormals_here() != 0)
+        return sc_error(SC_ERR_ARG, "--denormals flush: not supported on this CPU (x86 only)");
+    return 0;
+}
+
+int sc_runtime_init(int *argc, char ***argv, const struct sc_runtime_opts *opts, struct sc_runtime *rt)
+{
+    struct sc_runtime_opts defaults;
+    if (!opts) {
+        sc_runtime_opts_default(&defaults);
+        opts = &defaults;
+    }
+    const char *sched = opts->sched;
     memset(rt, 0, sizeof(*rt));
     int err = sc_runtime_mpi_init(argc, argv);
     if (err)
@@ -451,10 +513,13 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     MPI_Comm_size(rt->comm, &rt->size);
     MPI_Comm_dup(MPI_COMM_WORLD, &rt->ctl);
     sc_log_set_rank(rt->rank);
-    MPI_Comm node = find_node_ranks();
+    if ((err = sc_runtime_agree(rt, new_state(rt, opts))))
+        return abandon_init(rt, err);
+    struct sc_runtime_state *S = rt->state;
+    MPI_Comm node = find_node_ranks(S);
     /* Right after MPI_Init, which the ranks leave together: the watch then
      * also covers StarPU's start, and the whole run up to MPI_Finalize. */
-    int werr = sc_watchdog_start(MPI_COMM_WORLD, peer_timeout_value());
+    int werr = sc_watchdog_start(MPI_COMM_WORLD, peer_timeout_value(opts->peer_timeout));
     if (werr) {
         MPI_Comm_free(&node);
         return abandon_init(rt, werr);
@@ -471,34 +536,34 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     if ((err = sc_runtime_agree(rt, sc_fail_inject_setup(getenv("SC_TEST_FAIL_KERNEL"), rt->rank))))
         return abandon_init(rt, err);
 #ifdef SC_USE_CUDA
-    spread_gpus();
+    spread_gpus(S);
 #endif
     struct starpu_conf conf;
     starpu_conf_init(&conf);
-    if ((err = make_woken_policy(sched)))
+    if ((err = make_woken_policy(S, sched)))
         return abandon_init(rt, err);
-    conf.sched_policy = &woken_policy;
-    if (!(drivers = calloc(ndrivers, sizeof(*drivers))))
+    conf.sched_policy = &S->woken_policy;
+    if (!(S->drivers = calloc(S->ndrivers, sizeof(*S->drivers))))
         return abandon_init(rt, sc_error(SC_ERR_NOMEM, "out of memory"));
     struct starpu_driver list[STARPU_MAXCPUS];
-    for (int i = 0; i < ndrivers; i++)
-        drivers[i].driver = list[i] = (struct starpu_driver){.type = STARPU_CPU_WORKER, .id.cpu_id = (unsigned)i};
-    conf.ncpus = ndrivers;
+    for (int i = 0; i < S->ndrivers; i++) {
+        list[i] = (struct starpu_driver){.type = STARPU_CPU_WORKER, .id.cpu_id = (unsigned)i};
+        S->drivers[i] = (struct driver_thread){.driver = list[i], .state = S};
+    }
+    conf.ncpus = S->ndrivers;
     conf.reserve_ncpus = 0;
     conf.not_launched_drivers = list;
-    conf.n_not_launched_drivers = (unsigned)ndrivers;
-    const char *sleep_env = getenv("SC_IDLE_SLEEP_US");
-    if (sleep_env && atol(sleep_env) >= 0)
-        max_sleep_ns = atol(sleep_env) * 1000;
+    conf.n_not_launched_drivers = (unsigned)S->ndrivers;
     err = starpu_mpi_init_conf(argc, argv, 0, MPI_COMM_WORLD, &conf);
     if (err) {
-        free(drivers);
+        free(S->drivers);
+        S->drivers = NULL;
         return abandon_init(rt, sc_error(SC_ERR_RUNTIME, "StarPU-MPI failed to start (error %d)", err));
     }
     sc_tasks_set_wake_hook(wake_workers);
-    if ((err = start_drivers())) {
-        free(drivers);
-        drivers = NULL;
+    if ((err = start_drivers(S))) {
+        free(S->drivers);
+        S->drivers = NULL;
         sc_tasks_set_wake_hook(NULL);
         starpu_mpi_shutdown();
         return abandon_init(rt, err);
@@ -509,7 +574,7 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     rt->cuda_only = rt->ncuda > 0 && cuda_only && *cuda_only && strcmp(cuda_only, "0") != 0;
     if ((err = sc_codelets_init())) {
         sc_codelets_shutdown();
-        stop_drivers();
+        stop_drivers(S);
         sc_tasks_set_wake_hook(NULL);
         starpu_mpi_shutdown();
         if (starpu_is_initialized())
@@ -523,13 +588,13 @@ void sc_runtime_shutdown(struct sc_runtime *rt)
 {
     sc_tasks_wait_all(rt->comm);
     sc_codelets_shutdown();
-    stop_drivers();
+    stop_drivers(rt->state);
     sc_tasks_set_wake_hook(NULL);
     starpu_mpi_shutdown();
     if (starpu_is_initialized()) /* StarPU-MPI started it; depending on the version it stops it */
         starpu_shutdown();
     MPI_Comm_free(&rt->ctl);
-    forget_placement(rt);
+    forget_state(rt);
     test_finish_delay(rt->rank);
     /* Last: a rank that died while the others drained their transfers or
      * waited in StarPU-MPI's shutdown is still noticed. */

@@ -47,6 +47,7 @@ struct sc_train_opts {
     int resume;            /* load is a --resume: go on with its iteration and data order */
     long save_every;       /* checkpoint to save every N iterations; 0: at the end only */
     double peer_timeout;   /* --peer-timeout seconds; < 0: the default */
+    enum sc_denormals denormals; /* --denormals keep|flush */
     int skip_nonfinite;    /* 1: a batch whose gradient is not finite changes nothing and
                             * training goes on; 0: training stops (SC_ERR_NONFINITE) */
     int epochs;
