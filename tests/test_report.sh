@@ -31,6 +31,9 @@ field() { awk -v row="$1" -v col="$2" '$1 == row { print $col }' "$WORK/out"; }
 [ "$(field 1 6)" = 1.000 ] && ok "rank 1 overlap 1.000" || fail "rank 1 overlap '$(field 1 6)' (want 1.000)"
 [ "$(field mean 6)" = 0.750 ] && ok "mean overlap 0.750" || fail "mean overlap '$(field mean 6)' (want 0.750)"
 [ "$(field 0 5)" = 10.000 ] && ok "rank 0 exposed 10.000 ms" || fail "rank 0 exposed '$(field 0 5)' (want 10.000)"
+# 3 tasks (2 fwd, 1 bwd_data) and 2 transfers in the one iteration
+grep -qx 'tasks per iteration: 3.0 (fwd 2.0, bwd_data 1.0); transfers 2.0' "$WORK/out" &&
+  ok "tasks by kind" || fail "tasks by kind: $(grep '^tasks' "$WORK/out")"
 head -n 1 "$WORK/out" | grep -q '^overlap report: hand-made, 2 ranks x 1 workers, iterations 0\.\.0, times in ms per iteration$' &&
   ok "title line" || fail "title line: $(head -n 1 "$WORK/out")"
 if [ -s "$WORK/trace.svg" ] && head -c 5 "$WORK/trace.svg" | grep -q '^<?xml\|^<svg' &&

@@ -35,6 +35,19 @@ for it in 3 4 5 6; do
 done
 if grep -q "\"iteration\": *\(1\|2\|7\|8\)[,}]" "$trace"; then fail "events outside 3..6"; else ok "only iterations 3..6"; fi
 
+# lenet's FLOPs per iteration of batch 32, 2 per multiply-add: conv1
+# 28*28*32*9 forward and filter (no backward data: it reads the input),
+# conv2 14*14*64*32*9, fc1 3136*128 and fc2 128*10 three times each.
+flops=$(awk 'BEGIN { c1 = 28*28*32*9; c2 = 14*14*64*32*9; f1 = 3136*128; f2 = 128*10;
+  printf "%.3f", 2 * 32 * (2*c1 + 3*(c2 + f1 + f2)) * 1e-9 }')
+if grep -q "^compute: $flops GFLOP per iteration" "$WORK/out"; then
+  ok "--report: $flops GFLOP per iteration"
+else
+  fail "--report: not $flops GFLOP per iteration: $(grep '^compute' "$WORK/out")"
+fi
+grep -q '^tasks per iteration: [0-9.]* (.*sgd [0-9.]*.*); transfers [0-9.]*$' "$WORK/out" &&
+  ok "--report: tasks by kind" || fail "--report: tasks by kind: $(grep '^tasks' "$WORK/out")"
+
 # The report of the run: rows for ranks 0 and 1 (columns: rank compute work
 # comm exposed overlap idle images/s).
 for r in 0 1; do

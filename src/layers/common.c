@@ -60,3 +60,15 @@ void sc_layer_channel_index(const struct sc_layer *l, const struct sc_layer *loc
         for (int i = 0; i < n; i++)
             index[(size_t)v * n + i] = (size_t)v * l->in.c + ch0 + i;
 }
+
+void sc_layer_work_flops(const struct sc_layer_work *w, double flops[3])
+{
+    double macs = 0;
+    if (w->kind == SC_WORK_CONV) {
+        const struct sc_conv_args *a = &w->conv;
+        macs = (double)a->n * a->f * a->oh * a->ow * a->c * a->kh * a->kw;
+    } else if (w->kind == SC_WORK_FC) {
+        macs = (double)w->fc.n * w->fc.in * w->fc.out;
+    }
+    flops[0] = flops[1] = flops[2] = 2 * macs;
+}

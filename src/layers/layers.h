@@ -220,6 +220,10 @@ int sc_layer_split_copy(const struct sc_layer *l, struct sc_layer *local, int ci
 void sc_layer_channel_index(const struct sc_layer *l, const struct sc_layer *local, int nvec, int ch0, size_t *index);
 
 /* Shared by the layer parsers: "activation=relu|linear". */
+/* The FLOPs of a kernel's work, 2 per multiply-add: flops[0] forward,
+ * [1] backward data, [2] backward filter (weights).  Convolutions and fully
+ * connected products only; 0 for the others (pooling compares and adds). */
+void sc_layer_work_flops(const struct sc_layer_work *w, double flops[3]);
 int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s, int *relu);
 
 #endif

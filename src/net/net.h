@@ -57,6 +57,12 @@ struct sc_net {
  * file:line. */
 int sc_net_parse(const char *cfg_path, struct sc_net **out);
 size_t sc_net_nparams(const struct sc_net *net);
+/* The FLOPs of one training iteration on batch samples (the whole
+ * network, all ranks together): forward, backward data and backward
+ * filter of its convolutions and fully connected layers
+ * (sc_layer_work_flops), without the backward data of layers that read
+ * only the network's input, which no one needs. */
+double sc_net_flops(const struct sc_net *net, int batch);
 /* --parallel as a per-layer list, "conv1=f2,conv2=c2,fc1=n4" (what
  * starconv-plan prints; a layer it does not name is sample parallel):
  * check: SC_ERR_ARG naming an entry that is malformed or names no layer of

@@ -196,6 +196,25 @@ size_t sc_net_nparams(const struct sc_net *net)
     return n;
 }
 
+double sc_net_flops(const struct sc_net *net, int batch)
+{
+    double total = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        const struct sc_layer *l = &net->layers[i];
+        if (l->alias || !l->ops->work)
+            continue;
+        struct sc_layer_work w;
+        double f[3];
+        l->ops->work(l, batch, l->in.c, l->out.c, l->in.h, l->in.w, l->out.h, l->out.w, &w);
+        sc_layer_work_flops(&w, f);
+        int reads_input_only = 1;
+        for (int s = 0; s < l->nsrc; s++)
+            reads_input_only &= l->src[s] < 0;
+        total += f[0] + f[2] + (reads_input_only ? 0 : f[1]);
+    }
+    return total;
+}
+
 /* ---- how gradients travel ---- */
 
 /* The entry of list at *p: name [n0, n1), grid [g0, g1); *p moves past it. */

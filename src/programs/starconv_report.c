@@ -70,6 +70,7 @@ int main(int argc, char **argv)
         rc = sc_trace_write_svg(&t, svg);
     if (rc == 0) {
         sc_trace_print_report(&t, o, stdout);
+        rc = sc_trace_print_tasks(&t, stdout);
         if (fflush(stdout) != 0 || ferror(stdout))
             rc = sc_error(SC_ERR_IO, "standard output: write error");
     }

@@ -121,7 +121,10 @@ static const char usage[] =
     "                       chrome://tracing; starconv-report FILE --svg OUT.svg draws it)\n"
     "  --trace-iters A:B    the traced iterations, from 1; default the 10 up to iteration 15\n"
     "  --report             per rank: compute, communication, exposed communication,\n"
-    "                       overlap ratio, idle time and images/s over the traced iterations\n"
+    "                       overlap ratio, idle time and images/s over the traced iterations;\n"
+    "                       then the tasks of an iteration by kind, and its FLOP rate\n"
+    "  --peak GFLOPS        with --report: the fraction of this fp32 peak of all the cores\n"
+    "                       the job runs on (bench/starconv-bench peak measures it)\n"
     "  -h, --help           this text\n"
     "\n"
     "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error;\n"
@@ -169,6 +172,7 @@ static const struct option train_options[] = {
     {"nonfinite", required_argument, 0, 'N'},
     {"peer-timeout", required_argument, 0, 'W'},
     {"denormals", required_argument, 0, 1004},
+    {"peak", required_argument, 0, 1005},
     {"collectives", required_argument, 0, 'C'},
     {"comm-window", required_argument, 0, 'K'},
     {"comm-segment", required_argument, 0, 'J'},
@@ -210,6 +214,7 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
             err = sc_error(SC_ERR_ARG, "--collectives: '%s' is neither tasks nor nccl", arg);
         break;
     case 'W': err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout; break;
+    case 1005: err = sc_cli_positive(name, arg, "GFLOP/s", &o->peak_gflops); break;
     case 1004:
         if (!strcmp(arg, "keep") || !strcmp(arg, "flush"))
             o->denormals = !strcmp(arg, "flush") ? SC_DENORMALS_FLUSH : SC_DENORMALS_KEEP;

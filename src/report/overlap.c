@@ -202,3 +202,61 @@ void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o,
         v[c] = count[c] ? sum[c] / count[c] : NAN;
     print_row(f, "mean", v);
 }
+
+/* ---- tasks and FLOPs ---------------------------------------------------- */
+
+struct kind {
+    const char *phase;
+    size_t count;
+};
+
+static int cmp_kind(const void *pa, const void *pb)
+{
+    const struct kind *a = pa, *b = pb;
+    if (a->count != b->count)
+        return a->count > b->count ? -1 : 1;
+    return strcmp(a->phase, b->phase);
+}
+
+int sc_trace_print_tasks(const struct sc_trace *t, FILE *f)
+{
+    int rc = sc_trace_check(t, "sc_trace_print_tasks");
+    if (rc)
+        return rc;
+    struct kind *k = malloc((t->n ? t->n : 1) * sizeof *k);
+    if (!k)
+        return sc_error(SC_ERR_NOMEM, "sc_trace_print_tasks: out of memory for %zu events", t->n);
+    size_t nk = 0, tasks = 0, transfers = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->ev[i].lane == SC_TRACE_LANE_COMM) {
+            transfers++;
+            continue;
+        }
+        tasks++;
+        const char *phase = sc_trace_phase(t->ev[i].name);
+        size_t j = 0;
+        while (j < nk && strcmp(k[j].phase, phase))
+            j++;
+        if (j == nk)
+            k[nk++] = (struct kind){phase, 0};
+        k[j].count++;
+    }
+    qsort(k, nk, sizeof *k, cmp_kind);
+    double it = sc_trace_iterations(t);
+    fprintf(f, "tasks per iteration: %.1f", tasks / it);
+    for (size_t j = 0; j < nk; j++)
+        fprintf(f, "%s%s %.1f", j ? ", " : " (", k[j].phase, k[j].count / it);
+    fprintf(f, "%s; transfers %.1f\n", nk ? ")" : "", transfers / it);
+    free(k);
+    return 0;
+}
+
+void sc_report_print_compute(FILE *f, double flops, double window_us, double peak_gflops)
+{
+    double rate = window_us > 0 ? flops / (window_us * 1e-6) * 1e-9 : NAN;
+    fprintf(f, "compute: %.3f GFLOP per iteration (convolutions and fully connected layers), %.1f GFLOP/s", flops * 1e-9,
+            rate);
+    if (peak_gflops > 0)
+        fprintf(f, ", %.1f%% of the peak of %.1f GFLOP/s", 100 * rate / peak_gflops, peak_gflops);
+    fputc('\n', f);
+}

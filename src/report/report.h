@@ -27,4 +27,13 @@ void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o,
 /* A Gantt picture: one row per lane, colours by phase, a time axis. */
 int sc_trace_write_svg(const struct sc_trace *t, const char *path);
 
+/* One line: the tasks of an iteration by kind (the phase of their names:
+ * "fwd", "bwd_data", "sgd", ...), most frequent first, and the
+ * transfers, per iteration of the trace, all ranks together. */
+int sc_trace_print_tasks(const struct sc_trace *t, FILE *f);
+/* One line: flops of an iteration (all ranks together) over the
+ * iteration's time (window, microseconds), and, when peak_gflops > 0, the
+ * fraction of that peak. */
+void sc_report_print_compute(FILE *f, double flops, double window_us, double peak_gflops);
+
 #endif

@@ -61,7 +61,8 @@ struct sc_train_opts {
     struct sc_comm_opts comm;
     const char *trace;     /* Chrome trace file, or NULL */
     long trace_first, trace_last;  /* traced iterations (from 1); 0: none */
-    int report;            /* print the overlap report */
+    int report;            /* print the overlap report, the tasks and the FLOP rate */
+    double peak_gflops;    /* --peak: the machine's fp32 peak for the report's fraction (0: none) */
     int report_memory;     /* print each rank's memory */
     int report_comm;       /* print each rank's gradient-reduction bytes at the end */
     double mem_limit;      /* bytes per rank; 0: none */
