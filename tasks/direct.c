@@ -1,7 +1,7 @@
 /* Collectives of small vectors as one MPI nonblocking collective each
- * (tasks.h, sc_direct): a ring of StarPU-MPI messages pays about 0.1 ms per
- * message here, which dominates a vector of a few KiB, while
- * MPI_Iallreduce on the same processes takes a few microseconds.
+ * (tasks.h, sc_direct): each StarPU-MPI message of a ring costs a task's
+ * and a request's overhead, which dominates a vector of a few KiB, where
+ * one MPI_Iallreduce on the same processes takes microseconds.
  *
  * The collective is a node of the task graph without being a task: an
  * asynchronous acquisition of its vector (starpu_data_acquire_cb, in
@@ -11,8 +11,8 @@
  * thread if it is ready at submission); we post the collective there and
  * release the vector once MPI says it is complete.  A task would cost a
  * scheduler push and pop, and a sleeping worker's wake-up, around a
- * collective that takes microseconds: measured here, 11-17 us to start the
- * task and 15 us more to see it end (sc-allreduce-bench, 4 KiB).  This is
+ * collective that takes microseconds, as long again as the collective
+ * (sc-allreduce-bench measures both).  This is
  * how StarPU-MPI itself sends a piece of data.  The collective starts as
  * soon as its vector is ready, so no priority applies.
  *

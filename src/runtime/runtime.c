@@ -55,8 +55,8 @@ int sc_runtime_policy_valid(const char *name)
  * when it has nothing to do (with one worker per rank: always), and Debian's
  * build cannot be told otherwise.  When ranks x workers fill the cores, a
  * rank waiting for a transfer then spins on a core that the other rank's
- * worker or the MPI progress thread needs: measured 2 ranks x 1 worker on 2
- * cores, an idle worker took 88% of a core.  So the CPU drivers are "not
+ * worker or the MPI progress thread needs, and takes most of it.  So the
+ * CPU drivers are "not
  * launched" by StarPU but run here: run_once in a loop, and after a short
  * spin without work, a wait for a wake-up (see wait_for_work). */
 
@@ -95,11 +95,9 @@ struct sc_runtime_state {
  * process's one runtime (StarPU allows one per process) through this. */
 static struct sc_runtime_state *active;
 /* Idle passes before a worker sleeps.  A push wakes it, so spinning only
- * saves the wake-up's 10-20 us, and on cores that the other ranks' threads
- * need it costs more: with 50 passes (when workers woke every 0.2 ms
- * instead), mesh128 split by rows on 2 ranks trained at 99 images/s
- * against 112 with 2, and a 4 KiB ring allreduce took 0.18-0.21 ms
- * against 0.07. */
+ * saves a wake-up (tens of microseconds), and on cores that the other
+ * ranks' threads need it costs more than that: a spinning worker delays
+ * the transfers and the tasks of the rank beside it. */
 #define IDLE_PASSES 2
 
 static double now_ns(void)
@@ -112,12 +110,11 @@ static double now_ns(void)
 /* Idle: a worker that found no work for a while sleeps until a task is
  * pushed to the scheduler (push_and_wake below: every way work appears,
  * submissions, completed transfers, finished dependencies, goes through a
- * push) or 2 ms, a safety net (a data request that a worker must serve
- * without a push: seen 0-2 times in 150 iterations of lenet).  Before,
- * the workers woke every 0.2 ms to look for work; measured on 2 ranks x 1
- * worker, those wake-ups slowed a 4 MiB MPI_Allreduce in the same
- * processes from 0.38-0.42 ms to 0.58-0.62 (sc-allreduce-bench, "with
- * StarPU idle").
+ * push) or for SC_IDLE_SLEEP_US (2 ms by default), a safety net for a
+ * data request that a worker must serve without a push, which is rare.
+ * Periodic wake-ups to look for work instead would take the cores from
+ * the MPI transfers of the same processes (sc-allreduce-bench, "with
+ * StarPU idle", shows what they cost).
  *
  * No wake-up is lost: a push bumps the generation before it looks for
  * sleepers, and a worker counts itself a sleeper before it compares the
@@ -398,8 +395,8 @@ static double peer_timeout_value(double peer_timeout)
     char *end;
     double t = env && *env ? strtod(env, &end) : -1;
     /* 20 s: a dead rank is reported within 30 s, and a rank on a
-     * loaded node whose heartbeat thread waits for a core (seen: over 10 s
-     * with 6 runnable processes per core) is not taken for dead. */
+     * loaded node whose heartbeat thread waits seconds for a core (several
+     * runnable processes per core) is not taken for dead. */
     return env && *env && !*end && t >= 0 ? t : 20.0;
 }
 
@@ -455,8 +452,7 @@ int sc_runtime_mpi_init(int *argc, char ***argv)
     }
     /* StarPU-MPI's progress thread polls MPI while transfers are pending;
      * when ranks x workers fill the cores, Open MPI must yield the core
-     * between polls or the polling starves the workers (measured: 1700 ->
-     * 2300 images/s for lenet on 2 ranks x 1 worker on 2 cores). */
+     * between polls or the polling starves the workers. */
     setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
     /* StarPU binds its first worker to core 0 whatever cores mpirun gave the
      * rank, which stacks the ranks of a node on one core; leave binding to
