@@ -1,7 +1,7 @@
 /* Residual add: y = a + b, then ReLU (the [shortcut] layer). */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

@@ -3,7 +3,7 @@
  * tiles and ranks before use), and the element-wise passes that use them. */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

@@ -1,7 +1,7 @@
 #include "cl_common.h"
-#include "kernel_dnnl.h"
+#include "kernels/onednn.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 #endif
 
 #include <cblas.h>

@@ -7,7 +7,7 @@
 #include <starpu.h>
 
 #include "codelets.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "base/error.h"
 
 /* The calling worker's kernel state (kernels.h), made on its first use;

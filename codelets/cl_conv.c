@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

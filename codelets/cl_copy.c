@@ -1,7 +1,7 @@
 /* Copy of the first n floats of a vector (sums of gradients with several readers). */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

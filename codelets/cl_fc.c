@@ -3,7 +3,7 @@
  * workers (kernel_fc_cublas.c). */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 #endif
 
 static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in,

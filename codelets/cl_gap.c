@@ -1,7 +1,7 @@
 /* Global average pooling, forward and backward. */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

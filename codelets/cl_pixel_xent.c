@@ -2,7 +2,7 @@
  * training and for evaluation. */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

@@ -2,7 +2,7 @@
  * kernel: y is the fused output, and y > 0 exactly where the input was. */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

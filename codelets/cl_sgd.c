@@ -2,7 +2,7 @@
  * non-finite watch (--nonfinite) and the whole-batch gate. */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

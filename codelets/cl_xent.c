@@ -2,7 +2,7 @@
  * row maximum so that large logits neither overflow nor lose the loss. */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

@@ -1,7 +1,7 @@
 /* h = 0, for a vector of any element type (the gate's count). */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #endif

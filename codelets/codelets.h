@@ -15,7 +15,7 @@
 #include <starpu.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "kernels/kernels.h"
 
 /* How a wrapper submits its task, given by the caller (every sc_insert_*
  * takes it first): the task's priority, and the kind of worker it may run

@@ -6,7 +6,7 @@
  * codelets here: each op's CUDA function is in its own cl_<op>.c.  Built
  * only with SC_USE_CUDA. */
 #include "cl_common.h"
-#include "cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 
 #include <starpu_cuda.h>
 #include <stdio.h>

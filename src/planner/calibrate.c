@@ -20,11 +20,11 @@
 #include "base/rng.h"
 #include "codelets/codelets.h"
 #include "codelets/codelets_synth.h"
-#include "codelets/kernels.h"
+#include "kernels/kernels.h"
 #include "src/net/net.h"
 #include "tasks/tasks.h"
 #ifdef SC_USE_CUDA
-#include "codelets/cuda/sc_cuda.h"
+#include "kernels/cuda/sc_cuda.h"
 #endif
 
 static double now(void)

@@ -1,6 +1,6 @@
 /* Convolution forward (optionally with ReLU), backward data, backward
  * weights + bias, through oneDNN (kernels.h). */
-#include "kernel_dnnl.h"
+#include "onednn.h"
 
 #include <stdlib.h>
 #include <string.h>

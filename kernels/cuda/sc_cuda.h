@@ -2,8 +2,8 @@
  * the .cu files beside it, and (for the C files built with SC_USE_CUDA) the
  * per-worker cuDNN/cuBLAS handles and device buffers of cuda_worker.c.
  *
- * The launchers only enqueue work on the given stream (a StarPU worker's
- * starpu_cuda_get_local_stream(), the codelets being STARPU_CUDA_ASYNC) and
+ * The launchers only enqueue work on the given stream (the calling CUDA
+ * worker's own, the codelets being asynchronous) and
  * return cudaGetLastError().  Each does what the CPU kernel of the same
  * name in codelets/cl_*.c does, on the same buffer layouts.  The .cu files
  * need nothing but this header and the CUDA runtime (no StarPU, no cuDNN),

@@ -1,6 +1,6 @@
 /* Max and average pooling, forward and backward, through oneDNN
  * (kernels.h). */
-#include "kernel_dnnl.h"
+#include "onednn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
