@@ -68,9 +68,6 @@ int sc_insert_result(int ret, const char *op);
  * the same length, else SC_ERR_SHAPE naming them. */
 int sc_check_same_length(const char *op, starpu_data_handle_t h0, const char *n0, starpu_data_handle_t h1,
                          const char *n1);
-/* 1 when every value of g is finite; integer tests of the exponent bits,
- * so that the loop vectorizes and stays exact whatever the FP flags. */
-int sc_all_finite(const float *g, size_t n);
 /* An update refused for a non-finite gradient or a closed gate, in
  * iteration it: recorded in w atomically (cl_sgd.c; the CUDA SGD calls
  * it from a host callback). */

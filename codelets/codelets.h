@@ -1,4 +1,4 @@
-/* Compute kernels as StarPU codelets, and their submit wrappers.
+/* The kernels (kernels/) as StarPU codelets, and their submit wrappers.
  *
  * A kernel knows nothing of distribution: it sees one tile of a tensor.
  * Every buffer is a StarPU vector (float unless said otherwise); tensors are
@@ -16,6 +16,8 @@
 #include <stdint.h>
 
 #include "kernels/kernels.h"
+#include "kernels/load.h"
+#include "kernels/loss.h"
 
 /* How a wrapper submits its task, given by the caller (every sc_insert_*
  * takes it first): the task's priority, and the kind of worker it may run
@@ -36,7 +38,7 @@ int sc_codelets_init(void);
 /* Release cached oneDNN primitives (before starpu_shutdown). */
 void sc_codelets_shutdown(void);
 
-/* ---- convolution (oneDNN; struct sc_conv_args in kernels.h) ---- */
+/* ---- convolution (oneDNN; struct sc_conv_args in kernels/kernels.h) ---- */
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */
 int sc_insert_conv_fwd(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
@@ -47,7 +49,7 @@ int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_con
 int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
 
-/* ---- pooling (oneDNN; struct sc_pool_args and sc_pool_workspace_bytes in kernels.h) ---- */
+/* ---- pooling (oneDNN; struct sc_pool_args and sc_pool_workspace_bytes in kernels/kernels.h) ---- */
 /* R x, W y, W ws (uint8 vector of sc_pool_workspace_bytes; ignored, may be
  * a 1-byte handle, for average pooling) */
 int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,
@@ -72,11 +74,7 @@ int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc
 int sc_insert_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy, starpu_data_handle_t y,
                        const char *name);
 
-/* ---- softmax cross-entropy ---- */
-struct sc_xent_args {
-    int n, classes;
-    float scale;         /* dlogits = scale * (softmax - onehot); 1/global batch */
-};
+/* ---- softmax cross-entropy (struct sc_xent_args in kernels/loss.h) ---- */
 /* R logits[n*classes], R labels (int32 vector, n), W dlogits[n*classes],
  * W stats (float vector of 2: {sum over the n samples of -log p(label),
  * number of samples whose argmax equals the label}) */
@@ -94,14 +92,11 @@ int sc_insert_load_batch(const struct sc_task_opts *opts, const uint8_t *images,
                          int n, const int32_t *idx, starpu_data_handle_t x, starpu_data_handle_t labels,
                          const char *name);
 
-/* A block of each sample, for spatially split inputs, and the labels on
- * their own (the loss layer's tiles may hold other samples than the
- * input's).  An index of -1 is a padding sample (evaluation's last batch):
- * zeros, and label -1, which the loss ignores.  W x[n*c*rows*cols]. */
-struct sc_load_block {
-    int c, h, w;              /* the data set's sample shape */
-    int r0, r1, c0, c1;       /* the block */
-};
+/* A block of each sample, for spatially split inputs (struct
+ * sc_load_block in kernels/load.h), and the labels on their own (the loss
+ * layer's tiles may hold other samples than the input's).  An index of -1
+ * is a padding sample (evaluation's last batch): zeros, and label -1,
+ * which the loss ignores.  W x[n*c*rows*cols]. */
 int sc_insert_load_images(const struct sc_task_opts *opts, const uint8_t *images, const struct sc_load_block *b, int n,
                           const int32_t *idx, starpu_data_handle_t x, const char *name);
 /* W labels (int32, n) */

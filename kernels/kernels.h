@@ -1,10 +1,16 @@
-/* The kernels behind the codelets that call libraries (oneDNN's
- * convolution and pooling), with no StarPU in them: a kernel gets the
- * calling worker's own state (its oneDNN stream, its cache of primitives,
- * its buffers) as an argument, from the codelet that runs it, so that it
- * can be read, and called, without the runtime.  Failures cannot be
- * returned from a task: a kernel prints one line (sc_kernel_failed) and
- * leaves its outputs invalid. */
+/* The kernels: every computation of the codelets, on plain memory, with
+ * no StarPU in it (tests/test_layering.sh).  A kernel gets what it works
+ * on as pointers and sizes, and the calling worker's own state (its oneDNN
+ * stream, its cache of primitives, its buffers) as an argument, from the
+ * codelet that runs it (codelets/cl_<op>.c), so that it can be read, and
+ * called, without the runtime.  Failures cannot be returned from a task:
+ * a kernel prints one line (sc_kernel_failed) and leaves its outputs
+ * invalid.
+ *
+ * This header: the library kernels (convolution and pooling through
+ * oneDNN, the fully connected layer through CBLAS) and the worker state;
+ * the others are in the headers beside it (bn.h, loss.h, vector.h,
+ * load.h, region.h, synth.h), the CUDA side in cuda_ctx.h and cuda/. */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
 
@@ -84,18 +90,30 @@ static inline void sc_relu_inplace(float *restrict y, size_t n)
 }
 
 /* ---- the kernels ----
- * Convolution, which: 0 forward (in0 x, in1 weights, out y, bias b), 1
- * backward data (dy, weights -> dx), 2 backward weights (x, dy -> dw; bias
- * gets the bias gradient).  Pooling: bwd 0 forward (x -> y; ws: the
- * max-pooling workspace written), 1 backward (dy -> dx; ws read). */
-void sc_conv_compute(struct sc_kernel_worker *w, int which, const struct sc_conv_args *a, const float *in0,
+ * Which product a kernel computes.  The values are fixed (they were bare
+ * ints before): tables are indexed by them, here and in the planner's
+ * calibration. */
+enum sc_conv_dir {
+    SC_CONV_FWD = 0,        /* in0 x, in1 weights -> out y; bias: b */
+    SC_CONV_BWD_DATA = 1,   /* in0 dy, in1 weights -> out dx */
+    SC_CONV_BWD_FILTER = 2, /* in0 x, in1 dy -> out dw; bias: the bias gradient */
+};
+enum sc_fc_dir {
+    SC_FC_FWD = 0,         /* in0 x, in1 params -> out y */
+    SC_FC_BWD_DATA = 1,    /* in0 dy, in1 params -> out dx */
+    SC_FC_BWD_WEIGHTS = 2, /* in0 x, in1 dy -> out dparams (weights, then bias) */
+};
+enum sc_pool_dir {
+    SC_POOL_FWD = 0, /* in x -> out y; ws: the max-pooling workspace written */
+    SC_POOL_BWD = 1, /* in dy -> out dx; ws read */
+};
+/* Convolution and pooling through oneDNN, on w's stream and primitives. */
+void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const struct sc_conv_args *a, const float *in0,
                      const float *in1, float *out, float *bias);
-void sc_pool_compute(struct sc_kernel_worker *w, int bwd, const struct sc_pool_args *a, const float *in, float *out,
-                     void *ws);
-/* Fully connected, which: 0 forward (in0 x, in1 params -> y), 1 backward
- * data (dy, params -> dx), 2 backward weights (x, dy -> dparams, weights
- * then bias), through CBLAS; params = [W[out][in] | b[out]]. */
-void sc_fc_compute(int which, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
+void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
+                     float *out, void *ws);
+/* Fully connected through CBLAS; params = [W[out][in] | b[out]]. */
+void sc_fc_compute(enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
 
 /* Right padding that makes oneDNN's floor-division shape check give o
  * (also the bottom and right padding of the cuDNN convolution). */
