@@ -90,9 +90,9 @@ static inline void sc_relu_inplace(float *restrict y, size_t n)
 }
 
 /* ---- the kernels ----
- * Which product a kernel computes.  The values are fixed (they were bare
- * ints before): tables are indexed by them, here and in the planner's
- * calibration. */
+ * Which product a kernel computes.  The values are fixed: tables in the
+ * kernels and the planner's calibration (its op 0, 1, 2) are indexed by
+ * them. */
 enum sc_conv_dir {
     SC_CONV_FWD = 0,        /* in0 x, in1 weights -> out y; bias: b */
     SC_CONV_BWD_DATA = 1,   /* in0 dy, in1 weights -> out dx */

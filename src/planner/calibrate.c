@@ -123,7 +123,7 @@ int sc_calibrate_machine(struct sc_calib *c)
     }
     c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
     /* A region task gathers its window and scatters its output row by row,
-     * one memcpy each (codelets/cl_region.c): a block a few columns wide
+     * one memcpy each (kernels/region.c): a block a few columns wide
      * (a split over W) moves its bytes in many short rows, each dearer than
      * its bytes at stream's rate.  Timed here: rows of ROW_FLOATS out of
      * rows 4 times as long (a quarter of each image's width), beyond the
@@ -554,7 +554,7 @@ int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct
                 continue;
             }
             const uint8_t *src = ds->images + (size_t)i * per;
-            for (size_t p = 0; p < per; p++) /* as cl_load_batch */
+            for (size_t p = 0; p < per; p++) /* as sc_load_batch */
                 x[(size_t)i * per + p] = src[p] / 255.0f;
             labels[0] = ds->labels[i];
         }
