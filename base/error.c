@@ -14,7 +14,7 @@ static _Thread_local char last_error[512];
 static atomic_int log_rank = 0;
 static atomic_int log_level = -1; /* -1: SC_LOG_LEVEL not read yet */
 
-const char *sc_strerror(int err)
+SC_API const char *sc_strerror(int err)
 {
     switch (err) {
     case SC_OK: return "success";
@@ -27,11 +27,12 @@ const char *sc_strerror(int err)
     case SC_ERR_RUNTIME: return "runtime error";
     case SC_ERR_MISMATCH: return "checkpoint does not match the model";
     case SC_ERR_NONFINITE: return "training diverged (NaN or Inf)";
+    case SC_ERR_KERNEL: return "a kernel failed";
     default: return "unknown error";
     }
 }
 
-int sc_error(int err, const char *fmt, ...)
+SC_API int sc_error(int err, const char *fmt, ...)
 {
     /* Format into a temporary first: callers often wrap the previous message,
      * sc_error(e, "%s: %s", what, sc_last_error()), and vsnprintf into its own
@@ -49,12 +50,12 @@ int sc_error(int err, const char *fmt, ...)
     return err;
 }
 
-const char *sc_last_error(void)
+SC_API const char *sc_last_error(void)
 {
     return last_error;
 }
 
-void sc_log_set_rank(int rank)
+SC_API void sc_log_set_rank(int rank)
 {
     atomic_store(&log_rank, rank);
 }
@@ -78,7 +79,7 @@ static int current_log_level(void)
     return level;
 }
 
-void sc_log(int level, const char *fmt, ...)
+SC_API void sc_log(int level, const char *fmt, ...)
 {
     if (level > current_log_level())
         return;

@@ -10,6 +10,12 @@
 extern "C" {
 #endif
 
+/* Marks what the shared library exports: the library is compiled with
+ * -fvisibility=hidden, and only the definitions of the public API (this
+ * header, src/io/cfg.h, src/io/safetensors.h, src/data/dataset.h) carry it;
+ * tests/test_exports.sh checks the list. */
+#define SC_API __attribute__((visibility("default")))
+
 enum {
     SC_OK = 0,
     SC_ERR_NOMEM = -1,   /* allocation failed */
@@ -20,7 +26,8 @@ enum {
     SC_ERR_ARG = -6,     /* bad argument or option value */
     SC_ERR_RUNTIME = -7, /* StarPU or MPI refused */
     SC_ERR_MISMATCH = -8, /* checkpoint from another model */
-    SC_ERR_NONFINITE = -9 /* training diverged: a NaN or an Inf */
+    SC_ERR_NONFINITE = -9, /* training diverged: a NaN or an Inf */
+    SC_ERR_KERNEL = -10    /* a kernel failed in a task: its outputs are not valid */
 };
 
 const char *sc_strerror(int err);

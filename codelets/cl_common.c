@@ -50,6 +50,7 @@ starpu_data_handle_t sc_workspace_handle(void)
 
 int sc_codelets_init(void)
 {
+    sc_fail_workers_init();
     size_t ws_bytes = 4;
 #ifdef SC_USE_CUDA
     int err = sc_cuda_workspace_bytes(&ws_bytes);
@@ -88,6 +89,7 @@ static void release_mine(void *arg)
  * exited (LeakSanitizer; gemm-based convolution backward data). */
 void sc_codelets_shutdown(void)
 {
+    sc_fail_say_unreported();
     if (workspace)
         starpu_data_unregister(workspace);
     workspace = NULL;

@@ -32,30 +32,66 @@ int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const ch
 #define SC_PERFMODEL(id, symbol_, footprint_)                                                                          \
     static struct starpu_perfmodel id = {.type = STARPU_HISTORY_BASED, .symbol = (symbol_), .footprint = (footprint_)}
 
+/* Failures injected for the tests (codelets.h, SC_TEST_FAIL_KERNEL;
+ * cl_fail.c).  The task to fail is marked at its submission: its name is
+ * then the injector's copy of the name (sc_fail_inject_name, in
+ * SC_TASK_ATTRS), the same text at another address; every codelet function
+ * asks sc_fail_injected first (SC_CODELET), which records the failure and
+ * says 1 for that task.  One load and a branch when nothing is injected. */
+extern int sc_fail_inject_on;
+int sc_fail_inject_hit(void);
+const char *sc_fail_inject_name(const char *name);
+static inline int sc_fail_injected(void)
+{
+    return __builtin_expect(sc_fail_inject_on, 0) && sc_fail_inject_hit();
+}
+/* For sc_codelets_init, before any kernel runs: the failure records
+ * (kernels/fail.h) name the StarPU worker and task of the thread that
+ * records (cl_fail.c). */
+void sc_fail_workers_init(void);
+
 /* The CUDA function of a codelet, asynchronous on the worker's stream
- * (StarPU waits for the stream, not the function); nothing in a build
- * without CUDA, where the function does not exist. */
+ * (StarPU waits for the stream, not the function), behind the injection's
+ * check as the CPU function (SC_CODELET); none when f is NULL, and nothing
+ * in a build without CUDA, where the function does not exist. */
 #ifdef SC_USE_CUDA
-#define SC_CUDA_FUNCS(f) .cuda_funcs = {f}, .cuda_flags = {STARPU_CUDA_ASYNC},
+#define SC_CUDA_ENTRY(id, f)                                                                                           \
+    static void __attribute__((unused)) id##_cuda(void *buffers[], void *cl_arg)                                       \
+    {                                                                                                                  \
+        void (*f_)(void *[], void *) = (f);                                                                            \
+        if (f_ && !sc_fail_injected())                                                                                 \
+            f_(buffers, cl_arg);                                                                                       \
+    }
+#define SC_CUDA_FUNCS(id, f)                                                                                           \
+    .cuda_funcs = {_Generic((f), void *: NULL, int: NULL, default: id##_cuda)}, .cuda_flags = {STARPU_CUDA_ASYNC},
 #else
-#define SC_CUDA_FUNCS(f)
+#define SC_CUDA_ENTRY(id, f)
+#define SC_CUDA_FUNCS(id, f)
 #endif
 
 /* One codelet: id, its name in traces, its performance model (or NULL),
  * its CPU function, its CUDA function (NULL: CPU only), the number of
- * buffers (STARPU_VARIABLE_NBUFFERS: given per task) and their modes. */
+ * buffers (STARPU_VARIABLE_NBUFFERS: given per task) and their modes.  The
+ * functions StarPU calls are id_cpu and id_cuda, which skip the task that
+ * an injected failure names (sc_fail_injected). */
 #define SC_CODELET(id, name_, model_, cpu, cuda, nbuffers_, ...)                                                       \
-    static struct starpu_codelet id = {.cpu_funcs = {cpu},                                                             \
-                                       SC_CUDA_FUNCS(cuda).nbuffers = (nbuffers_),                                     \
+    static void id##_cpu(void *buffers[], void *cl_arg)                                                                \
+    {                                                                                                                  \
+        if (!sc_fail_injected())                                                                                       \
+            cpu(buffers, cl_arg);                                                                                      \
+    }                                                                                                                  \
+    SC_CUDA_ENTRY(id, cuda)                                                                                            \
+    static struct starpu_codelet id = {.cpu_funcs = {id##_cpu},                                                        \
+                                       SC_CUDA_FUNCS(id, cuda).nbuffers = (nbuffers_),                                 \
                                        .modes = {__VA_ARGS__},                                                         \
                                        .model = (model_),                                                              \
                                        .name = (name_)}
 
 /* Closes the argument list of every wrapper's starpu_task_insert: the
- * task's name, priority, the workers it may run on and, while a trace is
- * recorded, its record. */
+ * task's name (marked when an injected failure names it), priority, the
+ * workers it may run on and, while a trace is recorded, its record. */
 #define SC_TASK_ATTRS(opts, name)                                                                                      \
-    STARPU_NAME, (name), STARPU_PRIORITY, sc_task_opts_priority(opts), STARPU_EXECUTE_WHERE,                           \
+    STARPU_NAME, sc_fail_inject_name(name), STARPU_PRIORITY, sc_task_opts_priority(opts), STARPU_EXECUTE_WHERE,        \
         sc_task_opts_where_mask(opts), STARPU_CALLBACK_WITH_ARG_NFREE, sc_trace_task_callback(),                       \
         sc_trace_new_rec((name), SC_REC_TASK)
 

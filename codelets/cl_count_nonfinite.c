@@ -21,7 +21,7 @@ static void cl_count_nonfinite_cuda_func(void *buffers[], void *cl_arg)
     (void)cl_arg;
     int *flag = sc_cuda_small_int();
     if (!flag) {
-        sc_kernel_failed("count_nonfinite");
+        sc_fail_record("count_nonfinite", "no device buffer for the count");
         return;
     }
     sc_cuda_check(sc_cuda_count_nonfinite((float *)STARPU_VECTOR_GET_PTR(buffers[0]),

@@ -80,7 +80,7 @@ static void cl_sgd_cuda_func(void *buffers[], void *cl_arg)
     int frozen = a.watch && a.watch->freeze && __atomic_load_n(&a.watch->first_iteration, __ATOMIC_SEQ_CST);
     if (a.watch) {
         if (!verdict || !(flag = sc_cuda_small_int())) {
-            sc_kernel_failed("sgd");
+            sc_fail_record("sgd", "no device buffer for the finiteness flag");
             return;
         }
         if (frozen && !gate)
@@ -98,7 +98,7 @@ static void cl_sgd_cuda_func(void *buffers[], void *cl_arg)
         return;
     struct sgd_record *r = malloc(sizeof *r);
     if (!r) {
-        sc_kernel_failed("sgd");
+        sc_fail_record("sgd", "out of memory");
         return;
     }
     *r = (struct sgd_record){a.watch, a.iteration, !frozen, gate != NULL, verdict};

@@ -15,6 +15,7 @@
 #include <starpu.h>
 #include <stdint.h>
 
+#include "kernels/fail.h"
 #include "kernels/kernels.h"
 #include "kernels/load.h"
 #include "kernels/loss.h"
@@ -35,8 +36,27 @@ struct sc_task_opts {
  * and registers the kernels' scratch memory.  0, or SC_ERR_ARG for a bad
  * SC_CUDNN_WORKSPACE_MB (CUDA build). */
 int sc_codelets_init(void);
-/* Release cached oneDNN primitives (before starpu_shutdown). */
+/* Release cached oneDNN primitives (before starpu_shutdown).  A kernel
+ * failure recorded and never reported (sc_fail_set_reported) is printed
+ * here, so that none goes unsaid. */
 void sc_codelets_shutdown(void);
+
+/* ---- kernel failures ----
+ * The records the kernels and codelets make (sc_fail_record) and their
+ * reading (sc_fail_first, sc_fail_describe, sc_fail_set_reported) are in
+ * kernels/fail.h; sc_codelets_init says there which StarPU worker and task
+ * each thread is. */
+
+/* Failures injected for the tests (tests/test_kernel_failure.sh):
+ * SC_TEST_FAIL_KERNEL=NAME@ITERATION[:RANK] makes the tasks named NAME (a
+ * layer's task: conv2.fwd, fc1.bwd_weights, ...) that the training loop
+ * submits for ITERATION (from 1, as the progress lines count) fail on rank
+ * RANK (every rank without it): they do nothing and record "injected
+ * failure".  spec NULL or "": none; a bad spec is SC_ERR_ARG naming it. */
+int sc_fail_inject_setup(const char *spec, int rank);
+/* The training iteration whose tasks the caller submits from now on (0:
+ * none, e.g. evaluation); only the submitting thread calls it. */
+void sc_fail_inject_iteration(int64_t iteration);
 
 /* ---- convolution (oneDNN; struct sc_conv_args in kernels/kernels.h) ---- */
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */

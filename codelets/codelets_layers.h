@@ -102,8 +102,9 @@ int sc_insert_gap_bwd(const struct sc_task_opts *opts, int n, int c, int hw, flo
  * W stats (float, 2: {sum over the pixels of -log p(label) (summed in
  * double), number of pixels whose argmax equals the label}).  The softmax
  * is taken around the maximum of each pixel.  A label out of range counts
- * neither loss nor accuracy (its gradient is scale*softmax) and is reported
- * on stderr. */
+ * neither loss nor accuracy (its gradient is scale*softmax) and is
+ * recorded as the kernel's failure (kernels/fail.h); -1 (a padding
+ * sample's) is not. */
 int sc_insert_pixel_xent(const struct sc_task_opts *opts, const struct sc_pixel_xent_args *a,
                          starpu_data_handle_t logits, starpu_data_handle_t labels, starpu_data_handle_t dlogits,
                          starpu_data_handle_t stats, const char *name);

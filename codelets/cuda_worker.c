@@ -49,15 +49,19 @@ int sc_cuda_init(void)
         return 0;
     starpu_execute_on_each_worker(init_worker, NULL, STARPU_CUDA);
     /* A worker left without handles would take tasks and leave their
-     * outputs unwritten: stop here instead. */
+     * outputs unwritten: stop here instead, with the library's error (in
+     * the worker's failure record). */
     for (int i = 0; i < n; i++)
         if (!workers[ids[i]].ready) {
             char name[64];
+            struct sc_fail f;
             starpu_worker_get_name(ids[i], name, sizeof name);
+            int known = sc_fail_first(&f);
+            sc_fail_set_reported();
             return sc_error(SC_ERR_RUNTIME,
-                            "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (see the "
-                            "error above); run without it (STARPU_NCUDA=0) or check the GPU",
-                            name);
+                            "CUDA worker %s: its cuDNN/cuBLAS handles could not be made (%s%s%s); run without it "
+                            "(STARPU_NCUDA=0) or check the GPU",
+                            name, known ? f.kernel : "unknown error", known ? ": " : "", known ? f.cause : "");
         }
     return 0;
 }

@@ -13,7 +13,8 @@
 /* Start-up and shut-down of the per-worker state (from sc_codelets_init /
  * sc_codelets_shutdown); no-ops without CUDA workers.  sc_cuda_init: 0, or
  * SC_ERR_RUNTIME naming a CUDA worker whose cuDNN or cuBLAS handle could
- * not be made (its library's error is on stderr). */
+ * not be made, with the library's error (from the worker's failure
+ * record). */
 int sc_cuda_init(void);
 void sc_cuda_shutdown(void);
 /* The size of the scratch handle (sc_workspace_handle): the cuDNN

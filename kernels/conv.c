@@ -177,10 +177,10 @@ static void conv_run(struct sc_kernel_worker *w, const char *op, enum sc_conv_di
         key.relu = 0; /* backward does not depend on it: share one entry */
     struct conv_prim *c = sc_kernel_worker_prim(w, prim_op[dir], &key, sizeof key, create[dir], conv_prim_destroy);
     dnnl_stream_t s = sc_kernel_worker_stream(w);
-    if (!c || !s)
+    if (!c || !s) /* recorded where it failed */
         return;
     if (sc_io_bind(w, c->io, 3)) {
-        sc_kernel_failed(op);
+        sc_fail_record(op, "out of memory for the primitive's layouts");
         return;
     }
     dnnl_exec_arg_t args[4] = {{ids[0], sc_io_in(&c->io[0], in0, s)},
@@ -191,7 +191,7 @@ static void conv_run(struct sc_kernel_worker *w, const char *op, enum sc_conv_di
     if (!args[0].memory || !args[1].memory || !args[2].memory ||
         (c->bias && dnnl_memory_set_data_handle(c->bias, bias) != dnnl_success) || sc_exec(c->p, s, nargs, args) ||
         sc_io_out_done(&c->io[2], s))
-        sc_kernel_failed(op);
+        sc_fail_record(op, "oneDNN: the primitive or a reorder failed to run");
 }
 
 void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const struct sc_conv_args *a, const float *in0,

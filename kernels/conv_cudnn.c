@@ -111,10 +111,8 @@ struct conv_cuda_algos {
                     found_ = 1;                                                                                        \
                 }                                                                                                      \
         if (!found_) {                                                                                                 \
-            fprintf(stderr,                                                                                            \
-                    "starconv: %s: no cuDNN algorithm fits a workspace of %zu bytes "                                  \
-                    "(SC_CUDNN_WORKSPACE_MB)\n",                                                                       \
-                    op, (size_t)(limit));                                                                              \
+            sc_fail_record(op, "no cuDNN algorithm fits a workspace of %zu bytes (SC_CUDNN_WORKSPACE_MB)",             \
+                           (size_t)(limit));                                                                           \
             return -1;                                                                                                 \
         }                                                                                                              \
     } while (0)
@@ -165,10 +163,8 @@ static int conv_cuda_choose(cudnnHandle_t h, enum sc_conv_dir dir, const struct 
             return -1;
     }
     if (al->ws[dir] > limit) { /* the size query disagreed with the heuristics' */
-        fprintf(stderr,
-                "starconv: %s: cuDNN wants a workspace of %zu bytes, over the %zu of "
-                "SC_CUDNN_WORKSPACE_MB\n",
-                op, al->ws[dir], limit);
+        sc_fail_record(op, "cuDNN wants a workspace of %zu bytes, over the %zu of SC_CUDNN_WORKSPACE_MB", al->ws[dir],
+                       limit);
         return -1;
     }
     al->chosen[dir] = 1;
@@ -191,7 +187,8 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, enum sc_conv_dir dir, con
     struct conv_cuda_geom g;
     struct conv_cuda_desc d;
     if (!al) {
-        sc_kernel_failed(op);
+        if (!h) /* else recorded by the cache */
+            sc_fail_record(op, "no cuDNN handle on this worker");
         return;
     }
     conv_cuda_geom(a, &g);
@@ -204,7 +201,8 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, enum sc_conv_dir dir, con
         (g.explicit_pad &&
          !(xp = sc_cuda_buf(c->cw, dir == SC_CONV_BWD_DATA ? SC_CUDA_BUF_CONV_PAD2 : SC_CUDA_BUF_CONV_PAD,
                             nxp * sizeof(float))))) {
-        sc_kernel_failed(op);
+        /* the algorithm's choice has recorded its failure; the buffer's may not have */
+        sc_fail_record(op, "no device buffer for the padded input");
         conv_cuda_desc_destroy(&d);
         return;
     }

@@ -4,7 +4,6 @@
 #include "cuda_ctx.h"
 #include "base/error.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,7 +11,7 @@ int sc_cuda_check(cudaError_t e, const char *op)
 {
     if (e == cudaSuccess)
         return 0;
-    fprintf(stderr, "starconv: %s: CUDA error: %s\n", op, cudaGetErrorString(e));
+    sc_fail_record(op, "CUDA: %s", cudaGetErrorString(e));
     return -1;
 }
 
@@ -20,7 +19,7 @@ int sc_cudnn_check(cudnnStatus_t e, const char *op)
 {
     if (e == CUDNN_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "starconv: %s: cuDNN error: %s\n", op, cudnnGetErrorString(e));
+    sc_fail_record(op, "cuDNN: %s", cudnnGetErrorString(e));
     return -1;
 }
 
@@ -28,12 +27,12 @@ int sc_cublas_check(cublasStatus_t e, const char *op)
 {
     if (e == CUBLAS_STATUS_SUCCESS)
         return 0;
-    fprintf(stderr, "starconv: %s: cuBLAS error %d\n", op, (int)e);
+    sc_fail_record(op, "cuBLAS: error %d", (int)e);
     return -1;
 }
 
 /* w's cuDNN and cuBLAS handles, bound to w->stream: 0, or -1 with the
- * library's error on stderr. */
+ * library's error recorded (sc_fail_record: on stderr outside a worker). */
 static int bind_handles(struct sc_cuda_worker *w)
 {
     if (sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||

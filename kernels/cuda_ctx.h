@@ -19,8 +19,11 @@
 #include "kernels.h"
 #include "cuda/sc_cuda.h"
 
-/* One line on stderr for a failed CUDA/cuDNN/cuBLAS call in a kernel
- * (a task cannot return an error); 0 when ok, -1 otherwise. */
+/* A failed CUDA/cuDNN/cuBLAS call in a kernel (a task cannot return an
+ * error), recorded with the library's message (sc_fail_record, fail.h);
+ * 0 when ok, -1 otherwise.  Every call records, whether its caller looks
+ * at the result or goes on (an asynchronous launch's outputs are then not
+ * valid either). */
 int sc_cuda_check(cudaError_t e, const char *op);
 int sc_cudnn_check(cudnnStatus_t e, const char *op);
 int sc_cublas_check(cublasStatus_t e, const char *op);
@@ -52,8 +55,8 @@ struct sc_cuda_worker {
 };
 /* w (overwritten) on stream, which stays the caller's: its handles bound
  * to the stream and its pinned verdict.  0 (w->ready), or -1 with the
- * library's error on stderr and w holding what was made, for
- * sc_cuda_worker_release. */
+ * library's error recorded (sc_fail_record) and w holding what was made,
+ * for sc_cuda_worker_release. */
 int sc_cuda_worker_init(struct sc_cuda_worker *w, cudaStream_t stream);
 /* Wait for w's stream, free what w holds but the stream, zero w. */
 void sc_cuda_worker_release(struct sc_cuda_worker *w);
@@ -97,9 +100,10 @@ void sc_pool_compute_cuda(const struct sc_cuda_ctx *c, enum sc_pool_dir dir, con
 /* As sc_fc_compute, through cuBLAS. */
 void sc_fc_compute_cuda(const struct sc_cuda_ctx *c, enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0,
                         const float *in1, float *out);
-/* sc_cuda_xent (cuda/sc_cuda.h) with c's buffers; out-of-range labels are
- * reported on stderr as the CPU kernels do, prefixed with op, by a host
- * function on the stream.  Needs a CUDA worker's context (its verdict). */
+/* sc_cuda_xent (cuda/sc_cuda.h) with c's buffers; out-of-range labels
+ * (but -1, a padding sample's) are recorded as a failure of op, as the CPU
+ * kernels do, by a host function on the stream, for the worker and task
+ * that launched it.  Needs a CUDA worker's context (its verdict). */
 void sc_xent_compute_cuda(const struct sc_cuda_ctx *c, const char *op, int n, int classes, int hw, float scale,
                           int pad_label, const float *logits, const int32_t *labels, float *dlogits, float *stats);
 /* As sc_region_compute (region.h), on c's stream and device buffers. */

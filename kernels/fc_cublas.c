@@ -15,7 +15,7 @@ void sc_fc_compute_cuda(const struct sc_cuda_ctx *c, enum sc_fc_dir dir, const s
     const char *op = ops[dir];
     cublasHandle_t h = c->cublas;
     if (!h) {
-        sc_kernel_failed(op);
+        sc_fail_record(op, "no cuBLAS handle on this worker");
         return;
     }
     switch (dir) {

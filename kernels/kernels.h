@@ -4,8 +4,9 @@
  * stream, its cache of primitives, its buffers) as an argument, from the
  * codelet that runs it (codelets/cl_<op>.c), so that it can be read, and
  * called, without the runtime.  Failures cannot be returned from a task:
- * a kernel prints one line (sc_kernel_failed) and leaves its outputs
- * invalid.
+ * a kernel records its failure (sc_fail_record, fail.h), leaves its
+ * outputs invalid and returns; the training loop reads the record at its
+ * next sync point and stops there.
  *
  * This header: the library kernels (convolution and pooling through
  * oneDNN, the fully connected layer through CBLAS) and the worker state;
@@ -15,6 +16,8 @@
 #define SC_KERNELS_H
 
 #include <stddef.h>
+
+#include "fail.h"
 
 /* ---- convolution ---- */
 struct sc_conv_args {
@@ -65,7 +68,8 @@ void *sc_kernel_worker_buf(struct sc_kernel_worker *w, int i, size_t bytes);
  * cuDNN algorithms chosen, on CUDA workers): the entry of (op, key), made
  * by create(key) when missing, freed by destroy at the worker's end.  key
  * must have no padding bytes (the args structs are all int and float).
- * NULL (after a line on stderr) without w or when creation fails. */
+ * NULL (the failure recorded, sc_fail_record) without w or when creation
+ * fails. */
 enum {
     SC_PRIM_CONV_FWD,
     SC_PRIM_CONV_BWD_DATA,
@@ -129,8 +133,5 @@ struct sc_workspace {
     void *ptr;
     size_t bytes;
 };
-
-/* One line on stderr: op's kernel failed, its outputs are not valid. */
-void sc_kernel_failed(const char *op);
 
 #endif

@@ -1,9 +1,9 @@
 /* The softmax cross-entropy losses (loss.h): per sample and per pixel. */
 #include "loss.h"
+#include "fail.h"
 
 #include <math.h>
 #include <stddef.h>
-#include <stdio.h>
 
 /* ---- per sample ---- */
 
@@ -40,8 +40,8 @@ void sc_xent(const struct sc_xent_args *a, const float *logits, const int32_t *l
                 d[k] = a->scale * (float)(exp((double)l[k] - l[arg]) / sum - (k == y));
         }
     }
-    if (bad)
-        fprintf(stderr, "starconv: xent: %d labels outside [0, %d)\n", bad, a->classes);
+    if (bad) /* the data sets' labels are checked when read: these are not valid */
+        sc_fail_record(dlogits ? "xent" : "xent_eval", "%d labels outside [0, %d)", bad, a->classes);
     stats[0] = (float)loss;
     stats[1] = (float)correct;
 }
@@ -89,7 +89,7 @@ void sc_pixel_xent(const struct sc_pixel_xent_args *a, const float *logits, cons
             for (int q = 0; q < np; q++) {
                 int y = lab[p0 + q];
                 if (y < 0 || y >= a->classes) {
-                    bad++;
+                    bad += y != -1; /* -1: a padding sample's, ignored */
                     continue;
                 }
                 loss += log(sum[q]) - ((double)l[(size_t)y * hw + p0 + q] - mx[q]);
@@ -106,8 +106,8 @@ void sc_pixel_xent(const struct sc_pixel_xent_args *a, const float *logits, cons
             }
         }
     }
-    if (bad)
-        fprintf(stderr, "starconv: pixel_xent: %ld labels outside [0, %d)\n", bad, a->classes);
+    if (bad) /* the data sets' labels are made valid: these are not */
+        sc_fail_record(dlogits ? "pixel_xent" : "pixel_xent_eval", "%ld labels outside [0, %d)", bad, a->classes);
     stats[0] = (float)loss;
     stats[1] = (float)correct;
 }

@@ -3,8 +3,9 @@
  * loss.  stats = {sum of -log p(label) (summed in double), number whose
  * first argmax equals the label}; dlogits = scale * (softmax - onehot),
  * not written when NULL (evaluation).  A label outside [0, classes) counts
- * neither loss nor accuracy (its gradient is scale*softmax) and is reported
- * on stderr. */
+ * neither loss nor accuracy (its gradient is scale*softmax) and is
+ * recorded as the kernel's failure (sc_fail_record): the data sets' labels
+ * are valid, such a label is not. */
 #ifndef SC_KERNELS_LOSS_H
 #define SC_KERNELS_LOSS_H
 
@@ -19,7 +20,8 @@ struct sc_xent_args {
 void sc_xent(const struct sc_xent_args *a, const float *logits, const int32_t *labels, float *dlogits, float *stats);
 
 /* Per pixel (segmentation-like outputs): logits[(i*classes + k)*hw + p],
- * labels[i*hw + p], dlogits as logits. */
+ * labels[i*hw + p], dlogits as logits.  A label of -1 (a padding
+ * sample's pixel) is not recorded. */
 struct sc_pixel_xent_args {
     int n, classes, hw;
     float scale;         /* dlogits = scale * (softmax - onehot) */

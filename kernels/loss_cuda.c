@@ -4,20 +4,22 @@
  * SC_USE_CUDA. */
 #include "cuda_ctx.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 
 struct labels_report {
     const char *op;
     int classes;
     const struct sc_cuda_verdict *v;
+    int worker;       /* that launched it */
+    const char *task; /* its name, which outlives the task (the layer's) */
 };
 
+/* On no worker: the record names the worker and task that launched it. */
 static void CUDART_CB labels_report_cb(void *arg)
 {
     struct labels_report *r = arg;
-    if (r->v->bad_labels)
-        fprintf(stderr, "starconv: %s: %d labels outside [0, %d)\n", r->op, r->v->bad_labels, r->classes);
+    if (r->v->bad_labels) /* the data sets' labels are made valid: these are not */
+        sc_fail_record_from(r->worker, r->task, r->op, "%d labels outside [0, %d)", r->v->bad_labels, r->classes);
     free(r);
 }
 
@@ -30,11 +32,13 @@ void sc_xent_compute_cuda(const struct sc_cuda_ctx *c, const char *op, int n, in
     struct labels_report *r = malloc(sizeof *r);
     if (!w || !w->pinned || !scratch || !r) {
         free(r);
-        sc_kernel_failed(op);
+        sc_fail_record(op, !w || !w->pinned ? "no CUDA worker state" : !scratch ? "no device buffer" : "out of memory");
         return;
     }
     int *bad = (int *)(scratch + SC_CUDA_XENT_SCRATCH);
-    *r = (struct labels_report){op, classes, w->pinned};
+    const char *task;
+    int worker = sc_fail_current(&task);
+    *r = (struct labels_report){op, classes, w->pinned, worker, task};
     if (sc_cuda_check(sc_cuda_xent(n, classes, hw, scale, pad_label, bad, logits, labels, dlogits, stats, scratch, s),
                       op) ||
         sc_cuda_check(cudaMemcpyAsync(&w->pinned->bad_labels, bad, sizeof(int), cudaMemcpyDeviceToHost, s), op) ||

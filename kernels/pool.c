@@ -187,10 +187,10 @@ void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const str
     struct pool_prim *c = sc_kernel_worker_prim(w, bwd ? SC_PRIM_POOL_BWD : SC_PRIM_POOL_FWD, a, sizeof *a,
                                                 bwd ? pool_bwd_create : pool_fwd_create, pool_prim_destroy);
     dnnl_stream_t s = sc_kernel_worker_stream(w);
-    if (!c || !s)
+    if (!c || !s) /* recorded where it failed */
         return;
     if (sc_io_bind(w, c->io, 2)) {
-        sc_kernel_failed(op);
+        sc_fail_record(op, "out of memory for the primitive's layouts");
         return;
     }
     dnnl_exec_arg_t args[3] = {{bwd ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC, sc_io_in(&c->io[0], in, s)},
@@ -198,5 +198,5 @@ void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const str
                                {DNNL_ARG_WORKSPACE, c->ws}};
     if (!args[0].memory || !args[1].memory || (c->ws && dnnl_memory_set_data_handle(c->ws, ws) != dnnl_success) ||
         sc_exec(c->p, s, c->ws ? 3 : 2, args) || sc_io_out_done(&c->io[1], s))
-        sc_kernel_failed(op);
+        sc_fail_record(op, "oneDNN: the primitive or a reorder failed to run");
 }

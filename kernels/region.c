@@ -2,8 +2,8 @@
  * blocks into a dense buffer, run the convolution or pooling kernel on it,
  * and write the result into the destination block. */
 #include "region.h"
+#include "fail.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #ifdef SC_USE_CUDA
@@ -184,7 +184,7 @@ static struct sc_box touching(struct sc_box x, int kh, int kw, int sh, int sw, i
 
 static void fail(const char *op)
 {
-    fprintf(stderr, "starconv: %s: out of memory for a region window\n", op);
+    sc_fail_record(op, "out of memory for a region window");
 }
 
 static void conv_fwd(const struct sc_region_args *a, float *const *buffers, const struct backend *be,

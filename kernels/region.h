@@ -52,7 +52,8 @@ struct sc_region_args {
  * na + nb sources, params (conv forward and backward data only), the
  * destination (dparams for BWD_FILTER).  ws: cuDNN's workspace (unused
  * here).  Backward data writes the whole region: zero where no output
- * touches it.  Writes a line on stderr when out of memory for a window. */
+ * touches it.  Out of memory for a window: the failure recorded
+ * (sc_fail_record). */
 void sc_region_compute(struct sc_kernel_worker *w, const struct sc_region_args *a, float *const *buf,
                        const struct sc_workspace *ws);
 

@@ -9,11 +9,11 @@
  * is a handful of flops instead of sinf calls.  The tables reach MARGIN
  * rows and columns beyond the block for the MESH label's neighbours. */
 #include "synth.h"
+#include "fail.h"
 #include "base/error.h"
 #include "base/rng.h"
 
 #include <math.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -298,14 +298,15 @@ static void fill_failed(const struct sc_synth_args *a, float *x, int32_t *labels
 void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels)
 {
     if (sc_synth_check(a, "synth_sample") || !x || !labels) {
-        fprintf(stderr, "starconv: %s\n", x && labels ? sc_last_error() : "synth_sample: no buffers");
+        const char *why = x && labels ? sc_last_error() : "no buffers", *own = "synth_sample: ";
+        sc_fail_record("synth_sample", "%s", strncmp(why, own, strlen(own)) ? why : why + strlen(own));
         return;
     }
     struct tables tb;
     size_t n = ws_floats(a, &tb);
     float *ws = malloc(n * sizeof(float));
     if (!ws) {
-        fprintf(stderr, "starconv: synth_sample: cannot allocate %zu bytes\n", n * sizeof(float));
+        sc_fail_record("synth_sample", "cannot allocate %zu bytes", n * sizeof(float));
         fill_failed(a, x, labels);
         return;
     }
@@ -341,10 +342,10 @@ void sc_synth_load(const struct sc_synth_args *a, const int32_t *idx, float *x, 
             fill_failed(a, x + s * nx, lab);
         }
     }
+    if (!ws || !labels)
+        sc_fail_record("synth_load", "cannot allocate %zu bytes", (ws ? nl * sizeof(int32_t) : n * sizeof(float)));
     if (!own)
         free(labels);
-    if (!ws)
-        fprintf(stderr, "starconv: synth_load: cannot allocate %zu bytes\n", n * sizeof(float));
     free(ws);
 }
 
@@ -432,7 +433,7 @@ void sc_synth_labels(const struct sc_synth_args *a, int oh, int ow, struct sc_bo
         }
     }
     if (!ws || !row || !ones)
-        fprintf(stderr, "starconv: synth_labels: out of memory\n");
+        sc_fail_record("synth_labels", "out of memory");
     free(ws);
     free(row);
     free(ones);

@@ -64,16 +64,16 @@ size_t sc_synth_label_count(const struct sc_synth_args *a);
 /* The a->n samples idx (each >= 0, or -1: padding, zeros and label -1)
  * of a tile: x (a->n * sc_synth_x_count floats, NCHW of the block) and,
  * unless NULL, labels (a->n * sc_synth_label_count int32).  The sample
- * a->nan_sample - 1 gets its NaN.  Out of memory for the workspace: a
- * line on stderr, x NaN and labels -1.  a must be valid
- * (sc_synth_check). */
+ * a->nan_sample - 1 gets its NaN.  Out of memory for the workspace: the
+ * failure recorded (sc_fail_record), x NaN and labels -1.  a must be
+ * valid (sc_synth_check). */
 void sc_synth_load(const struct sc_synth_args *a, const int32_t *idx, float *x, int32_t *labels);
 
 /* One sample: fill x (c * (r1-r0) * (c1-c0) floats) and labels (IMAGE: 1,
  * MESH: (r1-r0) * (c1-c0) int32) for the block of sample idx; a->n is
- * ignored.  It writes a line on stderr and leaves the buffers alone on
- * bad arguments, and fills x with NaN and labels with -1 when out of
- * memory. */
+ * ignored.  It records the failure (sc_fail_record) and leaves the
+ * buffers alone on bad arguments, and fills x with NaN and labels with -1
+ * when out of memory (recorded too). */
 void sc_synth_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels);
 
 /* The labels a loss at resolution oh x ow sees, for its tile's block box

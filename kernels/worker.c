@@ -5,7 +5,6 @@
 #include "onednn.h"
 
 #include <pthread.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +33,7 @@ dnnl_engine_t sc_dnnl_engine(void)
 {
     pthread_mutex_lock(&engine_lock);
     if (!engine && dnnl_engine_create(&engine, dnnl_cpu, 0) != dnnl_success) {
-        fprintf(stderr, "starconv: cannot create the oneDNN CPU engine\n");
+        sc_fail_record("dnnl_engine", "oneDNN: cannot create the CPU engine");
         engine = NULL;
     }
     dnnl_engine_t e = engine;
@@ -55,7 +54,7 @@ struct sc_kernel_worker *sc_kernel_worker_create(void)
 {
     struct sc_kernel_worker *w = calloc(1, sizeof *w);
     if (!w)
-        fprintf(stderr, "starconv: out of memory for a worker's kernel state\n");
+        sc_fail_record("kernel state", "out of memory for a worker's kernel state");
     return w;
 }
 
@@ -83,18 +82,26 @@ dnnl_stream_t sc_kernel_worker_stream(struct sc_kernel_worker *w)
     if (!w->stream) {
         dnnl_engine_t e = sc_dnnl_engine();
         if (!e || dnnl_stream_create(&w->stream, e, dnnl_stream_default_flags) != dnnl_success) {
-            fprintf(stderr, "starconv: cannot create a oneDNN stream\n");
+            sc_fail_record("dnnl_stream", "oneDNN: cannot create a stream");
             w->stream = NULL;
         }
     }
     return w->stream;
 }
 
+/* The kernel of each SC_PRIM_* op, for the failure records. */
+static const char *prim_kernel(int op)
+{
+    static const char *const names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter",
+                                        "pool_fwd", "pool_bwd",      "conv (cuDNN)"};
+    return op >= 0 && op < (int)(sizeof names / sizeof names[0]) ? names[op] : "kernel";
+}
+
 void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key, size_t len,
                             void *(*create)(const void *key), void (*destroy)(void *))
 {
     if (!w) {
-        fprintf(stderr, "starconv: a kernel was called without its worker's state\n");
+        sc_fail_record(prim_kernel(op), "called without its worker's kernel state");
         return NULL;
     }
     for (int i = 0; i < w->n; i++)
@@ -104,7 +111,7 @@ void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key,
         int cap = w->cap ? 2 * w->cap : 16;
         struct prim_entry *e = realloc(w->e, cap * sizeof *e);
         if (!e) {
-            fprintf(stderr, "starconv: out of memory for the kernels' cache\n");
+            sc_fail_record(prim_kernel(op), "out of memory for the kernels' cache");
             return NULL;
         }
         w->e = e;
@@ -114,7 +121,12 @@ void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key,
     void *val = k ? create(key) : NULL;
     if (!val) {
         free(k);
-        fprintf(stderr, "starconv: cannot create a kernel's cached state (op %d)\n", op);
+        if (!k)
+            sc_fail_record(prim_kernel(op), "out of memory for the kernels' cache");
+        else if (op == SC_PRIM_CUDNN_CONV_ALGOS)
+            sc_fail_record(prim_kernel(op), "out of memory for the cuDNN algorithms' record");
+        else
+            sc_fail_record(prim_kernel(op), "oneDNN: could not create the primitive");
         return NULL;
     }
     memcpy(k, key, len);
@@ -136,13 +148,6 @@ void *sc_kernel_worker_buf(struct sc_kernel_worker *w, int i, size_t bytes)
         w->buf_bytes[i] = bytes;
     }
     return w->buf[i];
-}
-
-/* Called from the oneDNN and the CUDA paths alike; the CUDA, cuDNN and
- * cuBLAS checks print the library's error before it, where there is one. */
-void sc_kernel_failed(const char *op)
-{
-    fprintf(stderr, "starconv: %s: the kernel failed; its outputs are not valid\n", op);
 }
 
 /* ---- plain <-> preferred layouts ---- */

@@ -83,9 +83,9 @@ AC_DEFUN([SC_CHECK_CUDA], [
     ], [test "$with_cuda" = check], [
       sc_cuda_why="not requested (./configure --with-cuda)"
       AS_IF([test "$sc_starpu_cuda" != yes],
-        [sc_cuda_why="$sc_cuda_why; StarPU $sc_starpu_version has no CUDA either (README, GPU)"])
+        [sc_cuda_why="$sc_cuda_why; StarPU $sc_starpu_version has no CUDA either (docs/gpu.md)"])
     ], [test "$sc_starpu_cuda" != yes], [
-      sc_cuda_why="StarPU $sc_starpu_version was built without CUDA (see README, GPU)"
+      sc_cuda_why="StarPU $sc_starpu_version was built without CUDA (see docs/gpu.md)"
       AS_IF([test "$with_cuda" != check],
         [AC_MSG_WARN([--with-cuda: CUDA found, but $sc_cuda_why: the CUDA codelets stay off])])
     ], [

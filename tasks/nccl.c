@@ -214,7 +214,7 @@ int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
 {
     (void)out, (void)comm;
     return sc_error(SC_ERR_ARG, "--collectives nccl: starconv was built without NCCL (./configure --with-cuda, "
-                    "with a StarPU built with CUDA and NCCL under the CUDA folder: README, GPU)");
+                    "with a StarPU built with CUDA and NCCL under the CUDA folder: docs/gpu.md)");
 }
 
 void sc_nccl_destroy(struct sc_nccl *n)

@@ -665,6 +665,35 @@ static void test_gradients(void)
         rm(all[i]);
 }
 
+/* A kernel's own failure goes to its worker's record (kernels/fail.h:
+ * struct sc_fail), which the training loop reads: none after every test
+ * above, then an xent task given a label outside the classes. */
+static void test_fail_record(void)
+{
+    enum { N = 3, K = 10 };
+    struct sc_fail f;
+    report(!sc_fail_first(&f), "no kernel failed in the tests above", 0.0);
+    struct buf l = mk(N * K, RANDOM), dl = mk(N * K, UNSET), st = mk(2, UNSET);
+    int32_t labels[N] = {1, 12, 3};
+    starpu_data_handle_t lh;
+    starpu_vector_data_register(&lh, STARPU_MAIN_RAM, (uintptr_t)labels, N, sizeof(int32_t));
+    struct sc_xent_args a = {N, K, 1.0f};
+    insert_ok(sc_insert_xent(NULL, &a, l.h, lh, dl.h, st.h, "loss.bad"), "xent");
+    starpu_task_wait_for_all();
+    starpu_data_unregister(lh);
+    unreg(&l), unreg(&dl), unreg(&st);
+    char line[512] = "";
+    int got = sc_fail_first(&f);
+    if (got)
+        sc_fail_describe(&f, line, sizeof line);
+    printf("  %s\n", line);
+    report(got && !strncmp(line, "kernel loss.bad (xent) failed on worker cpu ", 44) &&
+               strstr(line, ": 1 labels outside [0, 10)") && f.worker >= 0,
+           "a label outside the classes: recorded, naming the task, kernel, worker and cause", 0.0);
+    sc_fail_set_reported(); /* the failure was the test's */
+    rm(&l), rm(&dl), rm(&st);
+}
+
 int main(void)
 {
     setenv("STARPU_NCPU", "2", 0);
@@ -732,6 +761,7 @@ int main(void)
         test_where(101);
     test_rejects();
     test_gradients();
+    test_fail_record();
 
     starpu_task_wait_for_all();
     sc_codelets_shutdown();

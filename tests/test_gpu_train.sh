@@ -7,7 +7,7 @@
 . "$TOP_SRCDIR/tests/common.sh"
 
 if ! grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
-  echo "SKIP: built without the CUDA codelets (./configure --with-cuda; README, GPU)"
+  echo "SKIP: built without the CUDA codelets (./configure --with-cuda; docs/gpu.md)"
   exit 77
 fi
 if ! ls /dev/nvidia[0-9]* >/dev/null 2>&1; then

@@ -64,7 +64,7 @@ __global__ void k_xent(int n, int classes, int hw, float scale, int pad_label, c
         for (int k = 0; k < classes; k++)
             sum += exp((double)l[(size_t)k * hw] - mx);
         if (y < 0 || y >= classes) {
-            bad++;
+            bad += y != -1; /* -1: a padding sample's, ignored */
             y = -1;
         } else {
             loss += log(sum) - ((double)l[(size_t)y * hw] - mx);

@@ -230,7 +230,7 @@ out:
     return rc;
 }
 
-void sc_dataset_free(struct sc_dataset *ds)
+SC_API void sc_dataset_free(struct sc_dataset *ds)
 {
     if (!ds)
         return;
@@ -239,7 +239,7 @@ void sc_dataset_free(struct sc_dataset *ds)
     memset(ds, 0, sizeof *ds);
 }
 
-int sc_dataset_load_idx(const char *dir, const char *prefix, struct sc_dataset *out)
+SC_API int sc_dataset_load_idx(const char *dir, const char *prefix, struct sc_dataset *out)
 {
     if (!out)
         return sc_error(SC_ERR_ARG, "sc_dataset_load_idx: out is NULL");

@@ -23,7 +23,7 @@ static int parse_int(const char *s, char **end, int lo, int hi, int *out)
     return 0;
 }
 
-int sc_dataset_synthetic(const char *spec, int test, struct sc_dataset *out)
+SC_API int sc_dataset_synthetic(const char *spec, int test, struct sc_dataset *out)
 {
     char *end;
     memset(out, 0, sizeof *out);

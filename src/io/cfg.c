@@ -41,7 +41,7 @@ static char *dup_range(const char *b, const char *e)
     return s;
 }
 
-void sc_cfg_free(struct sc_cfg *cfg)
+SC_API void sc_cfg_free(struct sc_cfg *cfg)
 {
     if (!cfg)
         return;
@@ -287,7 +287,7 @@ static int parse_buffer(const char *text, size_t len, const char *name, struct s
     return SC_OK;
 }
 
-int sc_cfg_parse_string(const char *text, const char *name, struct sc_cfg **out)
+SC_API int sc_cfg_parse_string(const char *text, const char *name, struct sc_cfg **out)
 {
     if (!out)
         return sc_error(SC_ERR_ARG, "sc_cfg_parse_string: out is NULL");
@@ -299,7 +299,7 @@ int sc_cfg_parse_string(const char *text, const char *name, struct sc_cfg **out)
     return parse_buffer(text, strlen(text), name, out);
 }
 
-int sc_cfg_load(const char *path, struct sc_cfg **out)
+SC_API int sc_cfg_load(const char *path, struct sc_cfg **out)
 {
     if (!out)
         return sc_error(SC_ERR_ARG, "sc_cfg_load: out is NULL");
@@ -358,7 +358,7 @@ static const char *cfg_path(const struct sc_cfg *cfg)
     return cfg && cfg->path ? cfg->path : "<cfg>";
 }
 
-int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
+SC_API int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
                    int def, int min, int max, int *out)
 {
     if (!s || !key || !out)
@@ -381,7 +381,7 @@ int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const cha
     return SC_OK;
 }
 
-int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
+SC_API int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
                      double def, double *out)
 {
     if (!s || !key || !out)
@@ -406,7 +406,7 @@ int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const c
     return SC_OK;
 }
 
-int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
+SC_API int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
                    const char *def, const char **out)
 {
     if (!s || !key || !out)
@@ -416,7 +416,7 @@ int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const cha
     return SC_OK;
 }
 
-int sc_cfg_check_unused(const struct sc_cfg *cfg, const struct sc_cfg_section *s)
+SC_API int sc_cfg_check_unused(const struct sc_cfg *cfg, const struct sc_cfg_section *s)
 {
     if (!s)
         return sc_error(SC_ERR_ARG, "%s: sc_cfg_check_unused: NULL section", cfg_path(cfg));

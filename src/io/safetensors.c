@@ -253,7 +253,7 @@ static int parse_header(const char *text, size_t len, const char *path, struct s
     return check_layout(f, path);
 }
 
-void sc_st_free(struct sc_st_file *f)
+SC_API void sc_st_free(struct sc_st_file *f)
 {
     if (!f)
         return;
@@ -264,7 +264,7 @@ void sc_st_free(struct sc_st_file *f)
     free(f);
 }
 
-const struct sc_st_tensor *sc_st_find(const struct sc_st_file *f, const char *name)
+SC_API const struct sc_st_tensor *sc_st_find(const struct sc_st_file *f, const char *name)
 {
     if (!f || !name)
         return NULL;
@@ -283,7 +283,7 @@ static int read_exact(FILE *fp, void *buf, size_t n, const char *path, const cha
     return SC_OK;
 }
 
-int sc_st_read(const char *path, struct sc_st_file **out)
+SC_API int sc_st_read(const char *path, struct sc_st_file **out)
 {
     if (!out)
         return sc_error(SC_ERR_ARG, "sc_st_read: out is NULL");
@@ -469,7 +469,7 @@ static int write_all(FILE *fp, const void *ctx)
     return 0;
 }
 
-int sc_st_write(const char *path, const struct sc_st_out *tensors, int n)
+SC_API int sc_st_write(const char *path, const struct sc_st_out *tensors, int n)
 {
     if (!path || !*path || n < 0 || (n > 0 && !tensors))
         return sc_error(SC_ERR_ARG, "%s: sc_st_write: bad arguments", path ? path : "(null)");

@@ -13,12 +13,15 @@
 
 #include "codelets/codelets.h"
 #include "src/layers/layers.h"
+#include "tasks/tensor.h"
 
+/* Per tile: the sums of the batch statistics and those of backward (2
+ * doubles a channel each; tile 0 then holds their totals), and the mean and
+ * inverse deviation the forward pass saves; the running statistics (one
+ * tile). */
 struct bn_state {
-    int relu, sample_stats, ntiles;
-    double **stats, **dstats;
-    float **saved, *running;
-    starpu_data_handle_t *hstats, *hdstats, *hsaved, hrunning;
+    int relu, sample_stats;
+    struct sc_tensor stats, dstats, saved, running;
     char stats_name[48], fwd[48], bwd_data[48], bwd_stats[48], param_grad[48], relu_bwd[48], running_name[48];
 };
 
@@ -76,33 +79,19 @@ static void bn_init(struct sc_layer *l, float *params, uint64_t seed)
     }
 }
 
-static int reg(starpu_data_handle_t *h, void **mem, size_t n, size_t elem)
-{
-    if (!(*mem = calloc(n, elem)))
-        return sc_error(SC_ERR_NOMEM, "out of memory");
-    starpu_vector_data_register(h, STARPU_MAIN_RAM, (uintptr_t)*mem, (uint32_t)n, elem);
-    return 0;
-}
-
 static int bn_setup(struct sc_layer *l, int ntiles)
 {
     struct bn_state *p = l->priv;
     size_t c2 = 2 * (size_t)l->in.c;
-    p->ntiles = ntiles;
-    if (!(p->stats = calloc(ntiles, sizeof(*p->stats))) || !(p->dstats = calloc(ntiles, sizeof(*p->dstats))) ||
-        !(p->saved = calloc(ntiles, sizeof(*p->saved))) || !(p->hstats = calloc(ntiles, sizeof(*p->hstats))) ||
-        !(p->hdstats = calloc(ntiles, sizeof(*p->hdstats))) || !(p->hsaved = calloc(ntiles, sizeof(*p->hsaved))))
-        return sc_error(SC_ERR_NOMEM, "out of memory");
     int err;
-    for (int t = 0; t < ntiles; t++)
-        if ((err = reg(&p->hstats[t], (void **)&p->stats[t], c2, sizeof(double))) ||
-            (err = reg(&p->hdstats[t], (void **)&p->dstats[t], c2, sizeof(double))) ||
-            (err = reg(&p->hsaved[t], (void **)&p->saved[t], c2, sizeof(float))))
-            return err;
-    if ((err = reg(&p->hrunning, (void **)&p->running, c2, sizeof(float))))
+    if ((err = sc_tensor_alloc_vectors(&p->stats, ntiles, c2, sizeof(double))) ||
+        (err = sc_tensor_alloc_vectors(&p->dstats, ntiles, c2, sizeof(double))) ||
+        (err = sc_tensor_alloc_vectors(&p->saved, ntiles, c2, sizeof(float))) ||
+        (err = sc_tensor_alloc_vectors(&p->running, 1, c2, sizeof(float))))
         return err;
+    float *running = sc_tensor_buf(&p->running, 0);
     for (int i = 0; i < l->in.c; i++)
-        p->running[l->in.c + i] = 1.0f; /* running_var starts at 1 */
+        running[l->in.c + i] = 1.0f; /* running_var starts at 1 */
     return 0;
 }
 
@@ -111,22 +100,10 @@ static void bn_teardown(struct sc_layer *l)
     struct bn_state *p = l->priv;
     if (!p)
         return;
-    for (int t = 0; t < p->ntiles; t++) {
-        if (p->hstats && p->hstats[t])
-            starpu_data_unregister(p->hstats[t]);
-        if (p->hdstats && p->hdstats[t])
-            starpu_data_unregister(p->hdstats[t]);
-        if (p->hsaved && p->hsaved[t])
-            starpu_data_unregister(p->hsaved[t]);
-        free(p->stats ? p->stats[t] : NULL);
-        free(p->dstats ? p->dstats[t] : NULL);
-        free(p->saved ? p->saved[t] : NULL);
-    }
-    if (p->hrunning)
-        starpu_data_unregister(p->hrunning);
-    free(p->running);
-    free(p->stats), free(p->dstats), free(p->saved), free(p->hstats), free(p->hdstats), free(p->hsaved);
-    p->ntiles = 0;
+    sc_tensor_free(&p->stats);
+    sc_tensor_free(&p->dstats);
+    sc_tensor_free(&p->saved);
+    sc_tensor_free(&p->running);
 }
 
 static long pixels(const struct sc_layer *l, const struct sc_tile_io *io)
@@ -173,38 +150,40 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
     if (!io[0].train) {
         for (int t = 0; t < ntiles; t++) {
             struct sc_bn_args a = bn_args(l, &io[t]);
-            if (io[t].n &&
-                (err = sc_insert_bn_fwd_eval(io[t].task, &a, io[t].x, p->hrunning, io[t].params, io[t].y, p->fwd)))
+            if (io[t].n && (err = sc_insert_bn_fwd_eval(io[t].task, &a, io[t].x, sc_tensor_handle(&p->running, 0),
+                                                        io[t].params, io[t].y, p->fwd)))
                 return err;
         }
         return 0;
     }
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_stats(io[t].task, &a, io[t].x, p->hstats[t], p->stats_name)))
+        if (io[t].n &&
+            (err = sc_insert_bn_stats(io[t].task, &a, io[t].x, sc_tensor_handle(&p->stats, t), p->stats_name)))
             return err;
     }
-    if ((err = reduce(l, io, ntiles, p->hstats, 0)))
+    if ((err = reduce(l, io, ntiles, sc_tensor_handles(&p->stats), 0)))
         return err;
     double count = stats_count(l, io, ntiles);
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, p->hstats[0], io[t].params, io[t].y,
-                                               p->hsaved[t], p->fwd)))
+        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, sc_tensor_handle(&p->stats, 0),
+                                               io[t].params, io[t].y, sc_tensor_handle(&p->saved, t), p->fwd)))
             return err;
     }
     if (io[0].gate)
         return 0; /* bn_update_buffers, once the batch is known to be applied */
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(io[0].task, &a, count, p->hstats[0], p->hrunning, NULL, p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, count, sc_tensor_handle(&p->stats, 0),
+                                       sc_tensor_handle(&p->running, 0), NULL, p->running_name);
 }
 
 static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
 {
     struct bn_state *p = l->priv;
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(io[0].task, &a, stats_count(l, io, ntiles), p->hstats[0], p->hrunning,
-                                       io[0].gate, p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, stats_count(l, io, ntiles), sc_tensor_handle(&p->stats, 0),
+                                       sc_tensor_handle(&p->running, 0), io[0].gate, p->running_name);
 }
 
 static int bn_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -220,24 +199,26 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
     int err;
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, p->hsaved[t], p->hdstats[t],
-                                                     p->bwd_stats)))
+        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, sc_tensor_handle(&p->saved, t),
+                                                     sc_tensor_handle(&p->dstats, t), p->bwd_stats)))
             return err;
     }
     /* each tile's own parameter gradient, before the sums overwrite its
      * statistics; the network adds them over tiles and ranks */
     for (int t = 0; t < ntiles; t++)
         if (io[t].n && io[t].dparams &&
-            (err = sc_insert_bn_param_grad(io[t].grad_task, l->in.c, p->hdstats[t], io[t].dparams, p->param_grad)))
+            (err = sc_insert_bn_param_grad(io[t].grad_task, l->in.c, sc_tensor_handle(&p->dstats, t), io[t].dparams,
+                                           p->param_grad)))
             return err;
-    if ((err = reduce(l, io, ntiles, p->hdstats, 1)))
+    if ((err = reduce(l, io, ntiles, sc_tensor_handles(&p->dstats), 1)))
         return err;
     double count = stats_count(l, io, ntiles);
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
         if (io[t].n && io[t].dx &&
-            (err = sc_insert_bn_bwd_data(io[t].task, &a, count, io[t].x, io[t].dy, io[t].params, p->hsaved[t],
-                                         p->hdstats[0], io[t].dx, p->bwd_data)))
+            (err = sc_insert_bn_bwd_data(io[t].task, &a, count, io[t].x, io[t].dy, io[t].params,
+                                         sc_tensor_handle(&p->saved, t), sc_tensor_handle(&p->dstats, 0), io[t].dx,
+                                         p->bwd_data)))
             return err;
     }
     return 0;
@@ -245,7 +226,7 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
 
 static starpu_data_handle_t bn_buffer_handle(struct sc_layer *l)
 {
-    return ((struct bn_state *)l->priv)->hrunning;
+    return sc_tensor_handle(&((struct bn_state *)l->priv)->running, 0);
 }
 
 /* Statistics and parameters are per channel: a share of the channels

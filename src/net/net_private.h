@@ -6,6 +6,7 @@
 
 #include "src/net/net.h"
 #include "tasks/tasks.h"
+#include "tasks/tensor.h"
 
 /* The layers whose gradients are reduced together (tasks.h, sc_bucket,
  * holds their vectors and collectives). */
@@ -18,12 +19,12 @@ struct bucket {
 };
 
 /* This rank's tiles of a layer: the samples of each, its output and the
- * output's gradient, its scratch. */
+ * output's gradient (in the output's layout; none for the loss), its
+ * scratch (per-tile vectors of the layer's scratch_bytes, when it has
+ * any). */
 struct layer_tiles {
     int *s0, *n, max; /* first sample (global index) and count per tile; the largest count */
-    float **y, **dy;
-    void **scratch;
-    starpu_data_handle_t *hy, *hdy, *hscratch;
+    struct sc_tensor y, dy, scratch;
 };
 
 /* A layer's parameters on this rank, and how the tasks that make their
@@ -33,19 +34,20 @@ struct layer_params {
     starpu_data_handle_t hw, hg; /* the layer's slice of the bucket's, or its own */
     int bucket;                  /* -1: replicated or no parameters */
     size_t offset;               /* in the bucket */
-    float **tile_g;              /* partial gradients of tiles 1.. */
-    starpu_data_handle_t *htile_g;
+    struct sc_tensor tile_g;     /* partial gradients of tiles 1.. (tile 0's is g) */
     /* Beside the critical path: the parameter gradient, its collective, and
      * (replicated) the gradient every rank computes alike. */
     struct sc_task_opts grad_task, comm_task, replica_task;
 };
 
-/* --fc-replicate: every rank's inputs and errors, the partial gradient of
- * each (rank, tile), the momentum (whole on every rank). */
+/* --fc-replicate: every rank's inputs and errors (tile q * ntiles + t:
+ * rank q's tile t; none for this rank's own), the partial gradient of each
+ * (rank, tile) but the first (whose is g), and the layer's own weights,
+ * momentum and reduced gradient, whole on every rank (params.w, .v, .g
+ * and their handles are theirs). */
 struct layer_replica {
     int on;
-    float **xr, **dyr, **pg, *own_v;
-    starpu_data_handle_t *hxr, *hdyr, *hpg, hv;
+    struct sc_tensor xr, dyr, pg, own_w, own_v, own_g;
     int64_t tag_x, tag_dy;
     char gather_x[48], gather_dy[48], sgd_name[48], acc_name[48];
 };
@@ -59,8 +61,7 @@ struct layer_exchanges {
     struct sc_tile_split *split;   /* per tile; NULL: whole samples */
     /* input in another layout than the previous layer's output: its copy
      * in this layer's layout, the gradient too, and the two fetches */
-    float **xin, **dxin;
-    starpu_data_handle_t *hxin, *hdxin;
+    struct sc_tensor xin, dxin;
     struct sc_fetch *redist_fwd, *redist_bwd, *halo_x, *halo_dy;
     struct sc_group_sum *gsum[2]; /* sums over the ranks of the same samples */
     char redist_name[48], halo_x_name[48], halo_dy_name[48], assemble_name[48];
@@ -74,8 +75,7 @@ struct layer_exchanges {
 struct layer_dy_sum {
     int direct, ncontrib;
     starpu_data_handle_t **contrib;
-    float **dx_own;
-    starpu_data_handle_t *hdx_own;
+    struct sc_tensor dx_own;
     char name[48];
 };
 
@@ -93,8 +93,7 @@ struct layer_channels {
     int partial;
     struct sc_layout lpart;
     int part_ch0, part_nch;
-    float **part, **dpart;
-    starpu_data_handle_t *hpart, *hdpart;
+    struct sc_tensor part, dpart;
     struct sc_fetch *reduce, *gather_dy;
     char reduce_name[48], gather_name[48], relu_name[48];
 };
@@ -116,10 +115,11 @@ struct sc_net_dist {
     int loss_pixels; /* per-pixel loss: pixels per sample; else 1 */
     int global_batch, local_batch, ntiles, tile_max;
     int *tile_n; /* samples per tile for a full batch */
-    float **x0;  /* per tile: input */
-    int32_t **labels;
-    float **stats, **eval_acc; /* 2 floats each */
-    starpu_data_handle_t *hx0, *hlabels, *hstats, *heval_acc;
+    struct sc_tensor x0;     /* the input, in the first layer's input layout */
+    struct sc_tensor labels; /* per tile: the loss's int32 labels */
+    /* per tile: 2 floats (loss and correct predictions), of the last batch
+     * and summed over an evaluation */
+    struct sc_tensor stats, eval_acc;
     struct layer_data *ld;
     struct bucket *buckets;
     int nbuckets;
@@ -151,7 +151,10 @@ static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
     int s = net->layers[l].src[0];
-    return D->ld[l].xch.hxin ? D->ld[l].xch.hxin : s >= 0 ? D->ld[s].tiles.hy : D->hx0;
+    const struct sc_tensor *x = sc_tensor_exists(&D->ld[l].xch.xin) ? &D->ld[l].xch.xin
+                                : s >= 0                            ? &D->ld[s].tiles.y
+                                                                    : &D->x0;
+    return sc_tensor_handles(x);
 }
 
 /* Where the gradient of layer l's input goes, in its source's layout. */
@@ -159,13 +162,15 @@ static inline starpu_data_handle_t *input_grad_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
     int s = net->layers[l].src[0];
-    return s < 0 ? NULL : D->ld[l].dysum.hdx_own ? D->ld[l].dysum.hdx_own : D->ld[s].tiles.hdy;
+    if (s < 0)
+        return NULL;
+    return sc_tensor_handles(sc_tensor_exists(&D->ld[l].dysum.dx_own) ? &D->ld[l].dysum.dx_own : &D->ld[s].tiles.dy);
 }
 
 static inline starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
 {
     struct sc_net_dist *D = net->dist;
-    return D->ld[l].xch.hdxin ? D->ld[l].xch.hdxin : input_grad_tiles(net, l);
+    return sc_tensor_exists(&D->ld[l].xch.dxin) ? sc_tensor_handles(&D->ld[l].xch.dxin) : input_grad_tiles(net, l);
 }
 
 #endif

@@ -196,40 +196,24 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     if (l->alias)
         return 0;
     snprintf(d->dysum.name, sizeof(d->dysum.name), "%s.grad_sum", l->name);
-    ALLOC_ARRAY(d->tiles.y, T);
-    ALLOC_ARRAY(d->tiles.dy, T);
-    ALLOC_ARRAY(d->tiles.scratch, T);
-    ALLOC_ARRAY(d->tiles.hy, T);
-    ALLOC_ARRAY(d->tiles.hdy, T);
-    ALLOC_ARRAY(d->tiles.hscratch, T);
     if ((err = l->ops->shapes(l, d->tiles.max)))
         return err;
-    size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box);
-    for (int t = 0; t < T && !l->is_loss; t++) {
-        if ((err = sc_vector_new(&d->tiles.hy[t], (void **)&d->tiles.y[t], out, sizeof(float))) ||
-            (err = sc_vector_new(&d->tiles.hdy[t], (void **)&d->tiles.dy[t], out, sizeof(float))))
-            return err;
-        if (l->scratch_bytes && (err = sc_vector_new(&d->tiles.hscratch[t], &d->tiles.scratch[t], l->scratch_bytes, 1)))
-            return err;
-    }
+    int me = D->rt->rank;
+    if (!l->is_loss &&
+        ((err = sc_tensor_alloc(&d->tiles.y, &d->xch.lout, me)) ||
+         (err = sc_tensor_alloc(&d->tiles.dy, &d->xch.lout, me)) ||
+         (l->scratch_bytes && (err = sc_tensor_alloc_vectors(&d->tiles.scratch, T, l->scratch_bytes, 1)))))
+        return err;
     struct layer_channels *c = &d->chan;
-    if (c->partial) {
-        size_t part = (size_t)d->tiles.max * c->part_nch * sc_box_area(d->xch.out_box);
-        ALLOC_ARRAY(c->part, T);
-        ALLOC_ARRAY(c->dpart, T);
-        ALLOC_ARRAY(c->hpart, T);
-        ALLOC_ARRAY(c->hdpart, T);
-        for (int t = 0; t < T; t++)
-            if ((err = sc_vector_new(&c->hpart[t], (void **)&c->part[t], part, sizeof(float))) ||
-                (err = sc_vector_new(&c->hdpart[t], (void **)&c->dpart[t], part, sizeof(float))))
-                return err;
-    }
+    if (c->partial &&
+        ((err = sc_tensor_alloc(&c->part, &c->lpart, me)) || (err = sc_tensor_alloc(&c->dpart, &c->lpart, me))))
+        return err;
     if (!l->nparams || d->replica.on)
         return 0;
-    ALLOC_ARRAY(d->params.tile_g, T);
-    ALLOC_ARRAY(d->params.htile_g, T);
+    if ((err = sc_tensor_vectors(&d->params.tile_g, T, l->nparams, sizeof(float))))
+        return err;
     for (int t = 1; t < T; t++)
-        if ((err = sc_vector_new(&d->params.htile_g[t], (void **)&d->params.tile_g[t], l->nparams, sizeof(float))))
+        if ((err = sc_tensor_alloc_tile(&d->params.tile_g, t)))
             return err;
     return 0;
 }
@@ -239,7 +223,7 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
 static int plan_gradient_sums(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
-    int T = D->ntiles, most = 2 * net->nlayers, err;
+    int most = 2 * net->nlayers, err;
     for (int l = 0; l < net->nlayers; l++) {
         struct sc_layer *L = &net->layers[l];
         struct layer_data *d = &D->ld[l];
@@ -251,20 +235,16 @@ static int plan_gradient_sums(struct sc_net *net)
             if (!ds->dysum.contrib)
                 ALLOC_ARRAY(ds->dysum.contrib, most);
             if (L->dx_is_dy) {
-                ds->dysum.contrib[ds->dysum.ncontrib++] = d->tiles.hdy;
+                ds->dysum.contrib[ds->dysum.ncontrib++] = sc_tensor_handles(&d->tiles.dy);
                 continue;
             }
             if (!ds->dysum.direct) {
                 ds->dysum.direct = 1;
                 continue;
             }
-            size_t n = (size_t)ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box);
-            ALLOC_ARRAY(d->dysum.dx_own, T);
-            ALLOC_ARRAY(d->dysum.hdx_own, T);
-            for (int t = 0; t < T; t++)
-                if ((err = sc_vector_new(&d->dysum.hdx_own[t], (void **)&d->dysum.dx_own[t], n, sizeof(float))))
-                    return err;
-            ds->dysum.contrib[ds->dysum.ncontrib++] = d->dysum.hdx_own;
+            if ((err = sc_tensor_alloc(&d->dysum.dx_own, &ds->xch.lout, D->rt->rank)))
+                return err;
+            ds->dysum.contrib[ds->dysum.ncontrib++] = sc_tensor_handles(&d->dysum.dx_own);
         }
     }
     return 0;
@@ -362,15 +342,9 @@ static int plan_exchanges(struct sc_net *net, int l)
                             "the three the same parallel=",
                             L->name, net->layers[L->src[0]].name, net->layers[L->src[1]].name);
     if (s >= 0 && !sc_layout_equal(&D->ld[s].xch.lout, &d->xch.lin)) {
-        size_t n = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box);
-        ALLOC_ARRAY(d->xch.xin, T);
-        ALLOC_ARRAY(d->xch.dxin, T);
-        ALLOC_ARRAY(d->xch.hxin, T);
-        ALLOC_ARRAY(d->xch.hdxin, T);
-        for (int t = 0; t < T; t++)
-            if ((err = sc_vector_new(&d->xch.hxin[t], (void **)&d->xch.xin[t], n, sizeof(float))) ||
-                (err = sc_vector_new(&d->xch.hdxin[t], (void **)&d->xch.dxin[t], n, sizeof(float))))
-                return err;
+        if ((err = sc_tensor_alloc(&d->xch.xin, &d->xch.lin, me)) ||
+            (err = sc_tensor_alloc(&d->xch.dxin, &d->xch.lin, me)))
+            return err;
         snprintf(d->xch.redist_name, sizeof(d->xch.redist_name), "%s.redistribute", L->name);
         snprintf(d->xch.assemble_name, sizeof(d->xch.assemble_name), "%s.assemble", L->name);
         /* Under filter splitting every rank of an F group reads all of x
@@ -416,7 +390,7 @@ static int plan_exchanges(struct sc_net *net, int l)
                                                  d->xch.halo_x,
                                                  d->xch.halo_dy,
                                                  x_tiles(net, l),
-                                                 d->chan.partial ? d->chan.hdpart : d->tiles.hdy};
+                                                 sc_tensor_handles(d->chan.partial ? &d->chan.dpart : &d->tiles.dy)};
     return 0;
 }
 
@@ -427,29 +401,30 @@ static int plan_exchanges(struct sc_net *net, int l)
 static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
 {
     struct sc_net_dist *D = net->dist;
+    struct layer_replica *r = &d->replica;
     int P = D->rt->size, T = D->ntiles, PT = P * T, err;
     size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
-    if ((err = sc_vector_new(&d->params.hw, (void **)&d->params.w, l->nparams, sizeof(float))) ||
-        (err = sc_vector_new(&d->replica.hv, (void **)&d->replica.own_v, l->nparams, sizeof(float))) ||
-        (err = sc_vector_new(&d->params.hg, (void **)&d->params.g, l->nparams, sizeof(float))))
+    if ((err = sc_tensor_alloc_vectors(&r->own_w, 1, l->nparams, sizeof(float))) ||
+        (err = sc_tensor_alloc_vectors(&r->own_v, 1, l->nparams, sizeof(float))) ||
+        (err = sc_tensor_alloc_vectors(&r->own_g, 1, l->nparams, sizeof(float))))
         return err;
-    d->params.v = d->replica.own_v;
+    d->params.w = sc_tensor_buf(&r->own_w, 0);
+    d->params.hw = sc_tensor_handle(&r->own_w, 0);
+    d->params.v = sc_tensor_buf(&r->own_v, 0);
+    d->params.g = sc_tensor_buf(&r->own_g, 0);
+    d->params.hg = sc_tensor_handle(&r->own_g, 0);
     l->ops->init(l, d->params.w, seed);
-    ALLOC_ARRAY(d->replica.xr, PT);
-    ALLOC_ARRAY(d->replica.dyr, PT);
-    ALLOC_ARRAY(d->replica.pg, PT);
-    ALLOC_ARRAY(d->replica.hxr, PT);
-    ALLOC_ARRAY(d->replica.hdyr, PT);
-    ALLOC_ARRAY(d->replica.hpg, PT);
+    if ((err = sc_tensor_vectors(&r->xr, PT, in, sizeof(float))) ||
+        (err = sc_tensor_vectors(&r->dyr, PT, out, sizeof(float))) ||
+        (err = sc_tensor_vectors(&r->pg, PT, l->nparams, sizeof(float))))
+        return err;
     for (int i = 0; i < PT; i++) {
         if (i / T != D->rt->rank &&
-            ((err = sc_vector_new(&d->replica.hxr[i], (void **)&d->replica.xr[i], in, sizeof(float))) ||
-             (err = sc_vector_new(&d->replica.hdyr[i], (void **)&d->replica.dyr[i], out, sizeof(float)))))
+            ((err = sc_tensor_alloc_tile(&r->xr, i)) || (err = sc_tensor_alloc_tile(&r->dyr, i))))
             return err;
-        if (i > 0 && (err = sc_vector_new(&d->replica.hpg[i], (void **)&d->replica.pg[i], l->nparams, sizeof(float))))
+        if (i > 0 && (err = sc_tensor_alloc_tile(&r->pg, i)))
             return err;
     }
-    d->replica.hpg[0] = d->params.hg;
     d->replica.tag_x = sc_tags_reserve((int64_t)P * T);
     d->replica.tag_dy = sc_tags_reserve((int64_t)P * T);
     snprintf(d->replica.gather_x, sizeof(d->replica.gather_x), "%s.act_allgather", l->name);
@@ -600,7 +575,8 @@ static int priority_level(int k, int levels, int lo, int hi)
  *    the gradient.  Computing the gradients after the backward chain
  *    instead (this plan's order before issue 18) left the largest one,
  *    wide.cfg's fc1, for the end of backprop: at 1 Gbit/s its 100 ms
- *    reduction was all exposed (367 against 514 images/s; README).
+ *    reduction was all exposed (367 against 514 images/s; the README.md
+ *    of commit 74a1107).
  * 2. The chain of forward and backward-data tasks, which every later task
  *    waits for.
  * 3. The collectives' own tasks (accumulations, SGD, the transfers' order in
@@ -687,11 +663,11 @@ static void summarize(struct sc_net *net)
 void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
 {
     const struct sc_net_dist *D = net->dist;
-    int T = D->ntiles, P = D->rt->size;
-    const struct layer_data *first = &D->ld[0];
     size_t F = sizeof(float), window = 0;
     *r = (struct sc_mem_report){0, 0, 0};
-    r->activations = (size_t)T * first->tiles.max * net->input.c * sc_box_area(first->xch.in_box) * F;
+    /* the tensors' own bytes; the fetches', the parameters' and the
+     * workers' windows from the plan */
+    r->activations = sc_tensor_bytes(&D->x0);
     for (int l = 0; l < net->nlayers; l++) {
         const struct sc_layer *L = share_of((struct sc_net *)net, l);
         const struct layer_data *d = &D->ld[l];
@@ -699,23 +675,15 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
             continue;
         size_t out = (size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box) * F;
         size_t in = (size_t)d->tiles.max * d->xch.in_nch * sc_box_area(d->xch.in_box) * F;
-        if (d->chan.partial)
-            r->activations += 2 * T * (size_t)d->tiles.max * d->chan.part_nch * sc_box_area(d->xch.out_box) * F +
-                              sc_fetch_bytes(d->chan.reduce) + sc_fetch_bytes(d->chan.gather_dy);
-        if (!L->is_loss)
-            r->activations += 2 * T * out;
-        if (d->dysum.hdx_own) {
-            const struct layer_data *ds = &D->ld[L->src[0]];
-            r->activations += (size_t)T * ds->tiles.max * ds->xch.out_nch * sc_box_area(ds->xch.out_box) * F;
-        }
-        if (d->xch.hxin)
-            r->activations += 2 * T * in;
-        r->activations += sc_fetch_bytes(d->xch.redist_fwd) + sc_fetch_bytes(d->xch.redist_bwd) +
+        const struct sc_tensor *acts[] = {&d->tiles.y, &d->tiles.dy, &d->chan.part,  &d->chan.dpart, &d->dysum.dx_own,
+                                          &d->xch.xin, &d->xch.dxin, &d->replica.xr, &d->replica.dyr};
+        for (size_t i = 0; i < sizeof acts / sizeof *acts; i++)
+            r->activations += sc_tensor_bytes(acts[i]);
+        r->activations += sc_fetch_bytes(d->chan.reduce) + sc_fetch_bytes(d->chan.gather_dy) +
+                          sc_fetch_bytes(d->xch.redist_fwd) + sc_fetch_bytes(d->xch.redist_bwd) +
                           sc_fetch_bytes(d->xch.halo_x) + sc_fetch_bytes(d->xch.halo_dy);
-        if (d->replica.on)
-            r->activations += (size_t)(P - 1) * T * (in + out);
-        if (L->scratch_bytes > 1 && !L->is_loss)
-            r->workspaces += (size_t)T * L->scratch_bytes;
+        if (L->scratch_bytes > 1) /* not the 1-byte handle of average pooling */
+            r->workspaces += sc_tensor_bytes(&d->tiles.scratch);
         size_t halo_in = in;
         if (d->xch.halo_x) { /* the window with its halo */
             struct need_ctx c = {(struct sc_net *)net, l};
@@ -726,11 +694,8 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
         if (!L->nparams)
             continue;
         size_t p = L->nparams * F;
-        r->parameters += 3 * p; /* weights, momentum, reduced gradient */
-        if (d->params.htile_g)
-            r->parameters += (size_t)(T - 1) * p;
-        if (d->replica.on)
-            r->parameters += (size_t)(P * T - 1) * p;
+        /* weights, momentum, reduced gradient; the partial gradients */
+        r->parameters += 3 * p + sc_tensor_bytes(&d->params.tile_g) + sc_tensor_bytes(&d->replica.pg);
     }
     r->workspaces += (size_t)D->rt->ncpu * window;
 }
@@ -788,26 +753,16 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     D->local_batch = global_batch / rt->size;
     D->tile_n = last->tiles.n;
     D->tile_max = last->tiles.max;
-    ALLOC_ARRAY(D->x0, T);
-    ALLOC_ARRAY(D->labels, T);
-    ALLOC_ARRAY(D->stats, T);
-    ALLOC_ARRAY(D->eval_acc, T);
-    ALLOC_ARRAY(D->hx0, T);
-    ALLOC_ARRAY(D->hlabels, T);
-    ALLOC_ARRAY(D->hstats, T);
-    ALLOC_ARRAY(D->heval_acc, T);
-    size_t pixels = (size_t)net->input.c * sc_box_area(first->xch.in_box);
     struct sc_layer *loss = &net->layers[net->nlayers - 1];
     size_t labels = (size_t)last->tiles.max * (loss->whole_sample ? 1 : sc_box_area(last->xch.in_box));
     int oh, ow;
     sc_net_label_shape(net, &oh, &ow);
     D->loss_pixels = oh * ow;
-    for (int t = 0; t < T; t++)
-        if ((err = sc_vector_new(&D->hx0[t], (void **)&D->x0[t], (size_t)first->tiles.max * pixels, sizeof(float))) ||
-            (err = sc_vector_new(&D->hlabels[t], (void **)&D->labels[t], labels, sizeof(int32_t))) ||
-            (err = sc_vector_new(&D->hstats[t], (void **)&D->stats[t], 2, sizeof(float))) ||
-            (err = sc_vector_new(&D->heval_acc[t], (void **)&D->eval_acc[t], 2, sizeof(float))))
-            return err;
+    if ((err = sc_tensor_alloc(&D->x0, &first->xch.lin, rt->rank)) ||
+        (err = sc_tensor_alloc_vectors(&D->labels, T, labels, sizeof(int32_t))) ||
+        (err = sc_tensor_alloc_vectors(&D->stats, T, 2, sizeof(float))) ||
+        (err = sc_tensor_alloc_vectors(&D->eval_acc, T, 2, sizeof(float))))
+        return err;
     for (int l = 0; l < net->nlayers && replicate; l++)
         if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
             D->ld[l].replica.on = 1;
@@ -851,44 +806,15 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     return 0;
 }
 
-static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
+static void destroy_layer(struct layer_data *d)
 {
-    int T = D->ntiles, PT = D->rt->size * T;
-    for (int t = 0; t < T; t++) {
-        if (d->tiles.hy)
-            sc_vector_free(d->tiles.hy[t], d->tiles.y[t]);
-        if (d->tiles.hdy)
-            sc_vector_free(d->tiles.hdy[t], d->tiles.dy[t]);
-        if (d->tiles.hscratch)
-            sc_vector_free(d->tiles.hscratch[t], d->tiles.scratch[t]);
-        if (d->params.htile_g && t > 0)
-            sc_vector_free(d->params.htile_g[t], d->params.tile_g[t]);
-    }
-    for (int i = 0; i < PT; i++) {
-        if (d->replica.hxr)
-            sc_vector_free(d->replica.hxr[i], d->replica.xr[i]);
-        if (d->replica.hdyr)
-            sc_vector_free(d->replica.hdyr[i], d->replica.dyr[i]);
-        if (d->replica.hpg && i > 0)
-            sc_vector_free(d->replica.hpg[i], d->replica.pg[i]);
-    }
-    if (d->replica.on) {
-        sc_vector_free(d->params.hw, d->params.w);
-        sc_vector_free(d->replica.hv, d->replica.own_v);
-        sc_vector_free(d->params.hg, d->params.g);
-    }
-    for (int t = 0; d->xch.hxin && t < T; t++) {
-        sc_vector_free(d->xch.hxin[t], d->xch.xin[t]);
-        sc_vector_free(d->xch.hdxin[t], d->xch.dxin[t]);
-    }
-    for (int t = 0; d->dysum.hdx_own && t < T; t++)
-        sc_vector_free(d->dysum.hdx_own[t], d->dysum.dx_own[t]);
-    free(d->dysum.contrib), free(d->dysum.dx_own), free(d->dysum.hdx_own);
-    for (int t = 0; d->chan.hpart && t < T; t++) {
-        sc_vector_free(d->chan.hpart[t], d->chan.part[t]);
-        sc_vector_free(d->chan.hdpart[t], d->chan.dpart[t]);
-    }
-    free(d->chan.part), free(d->chan.dpart), free(d->chan.hpart), free(d->chan.hdpart), free(d->chan.index);
+    struct sc_tensor *tensors[] = {&d->tiles.y,       &d->tiles.dy,      &d->tiles.scratch, &d->params.tile_g,
+                                   &d->replica.xr,    &d->replica.dyr,   &d->replica.pg,    &d->replica.own_w,
+                                   &d->replica.own_v, &d->replica.own_g, &d->xch.xin,       &d->xch.dxin,
+                                   &d->dysum.dx_own,  &d->chan.part,     &d->chan.dpart};
+    for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
+        sc_tensor_free(tensors[i]);
+    free(d->dysum.contrib), free(d->chan.index);
     sc_fetch_destroy(d->chan.reduce);
     sc_fetch_destroy(d->chan.gather_dy);
     if (d->chan.local)
@@ -900,13 +826,8 @@ static void destroy_layer(struct sc_net_dist *D, struct layer_data *d)
     sc_fetch_destroy(d->xch.halo_dy);
     sc_group_sum_destroy(d->xch.gsum[0]);
     sc_group_sum_destroy(d->xch.gsum[1]);
-    free(d->xch.xin), free(d->xch.dxin), free(d->xch.hxin), free(d->xch.hdxin), free(d->xch.split);
+    free(d->xch.split);
     free(d->tiles.s0), free(d->tiles.n);
-    free(d->tiles.y), free(d->tiles.dy), free(d->tiles.scratch), free(d->tiles.hy), free(d->tiles.hdy),
-        free(d->tiles.hscratch);
-    free(d->params.tile_g), free(d->params.htile_g);
-    free(d->replica.xr), free(d->replica.dyr), free(d->replica.pg), free(d->replica.hxr), free(d->replica.hdyr),
-        free(d->replica.hpg);
 }
 
 static void destroy_bucket(struct bucket *b)
@@ -925,24 +846,17 @@ void sc_net_destroy(struct sc_net *net)
         for (int i = 0; D->ld && i < net->nlayers; i++) {
             if (net->layers[i].ops->teardown)
                 net->layers[i].ops->teardown(share_of(net, i));
-            destroy_layer(D, &D->ld[i]);
+            destroy_layer(&D->ld[i]);
         }
         for (int i = 0; D->buckets && i < D->nbuckets; i++)
             destroy_bucket(&D->buckets[i]);
         sc_gate_destroy(D->gate);
         sc_nccl_destroy(D->nccl);
-        for (int t = 0; t < D->ntiles; t++) {
-            if (D->hx0)
-                sc_vector_free(D->hx0[t], D->x0[t]);
-            if (D->hlabels)
-                sc_vector_free(D->hlabels[t], D->labels[t]);
-            if (D->hstats)
-                sc_vector_free(D->hstats[t], D->stats[t]);
-            if (D->heval_acc)
-                sc_vector_free(D->heval_acc[t], D->eval_acc[t]);
-        }
-        free(D->x0), free(D->labels), free(D->stats), free(D->eval_acc);
-        free(D->hx0), free(D->hlabels), free(D->hstats), free(D->heval_acc), free(D->ld), free(D->buckets);
+        sc_tensor_free(&D->x0);
+        sc_tensor_free(&D->labels);
+        sc_tensor_free(&D->stats);
+        sc_tensor_free(&D->eval_acc);
+        free(D->ld), free(D->buckets);
         free(D);
     }
     for (int i = 0; net->layers && i < net->nlayers; i++)

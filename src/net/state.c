@@ -24,11 +24,12 @@ static int has_nonfinite(starpu_data_handle_t h, const float *p)
     return bad;
 }
 
-static int tiles_nonfinite(struct sc_net *net, starpu_data_handle_t *h, float **p)
+/* 1 when some tile of the float tensor t has a NaN or an Inf. */
+static int tiles_nonfinite(const struct sc_tensor *t)
 {
     int bad = 0;
-    for (int t = 0; h && p && t < net->dist->ntiles && !bad; t++)
-        bad = has_nonfinite(h[t], p[t]);
+    for (int i = 0; i < t->ntiles && !bad; i++)
+        bad = has_nonfinite(sc_tensor_handle(t, i), sc_tensor_buf(t, i));
     return bad;
 }
 
@@ -49,17 +50,15 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
      * in forward order (0..L-1), the loss (L), output errors in backward order, then
      * weight gradients in backward order. */
     int first = 3 * L + 1;
-    for (int t = 0; t < D->ntiles && first > 3 * L; t++)
-        if (has_nonfinite(D->hx0[t], D->x0 ? D->x0[t] : NULL))
-            first = -1;
+    if (tiles_nonfinite(&D->x0))
+        first = -1;
     for (int l = 0; l < L && first > 3 * L; l++)
-        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].tiles.hy, D->ld[l].tiles.y))
+        if (!net->layers[l].alias && tiles_nonfinite(&D->ld[l].tiles.y))
             first = l;
-    for (int t = 0; t < D->ntiles && first > 3 * L; t++)
-        if (has_nonfinite(D->hstats[t], D->stats[t]))
-            first = L;
+    if (first > 3 * L && tiles_nonfinite(&D->stats))
+        first = L;
     for (int l = L - 1; l >= 0 && first > 3 * L; l--)
-        if (!net->layers[l].alias && tiles_nonfinite(net, D->ld[l].tiles.hdy, D->ld[l].tiles.dy))
+        if (!net->layers[l].alias && tiles_nonfinite(&D->ld[l].tiles.dy))
             first = L + 1 + (L - 1 - l);
     for (int l = L - 1; l >= 0 && first > 3 * L; l--)
         if (net->layers[l].nparams && has_nonfinite(D->ld[l].params.hg, D->ld[l].params.g))
@@ -109,7 +108,8 @@ static void owned_momentum(struct sc_net *net, int l, size_t *first, size_t *cou
 static starpu_data_handle_t momentum_handle(struct sc_net *net, int l)
 {
     struct layer_data *d = &net->dist->ld[l];
-    return d->replica.on ? d->replica.hv : sc_bucket_momentum_handle(net->dist->buckets[d->params.bucket].vectors);
+    return d->replica.on ? sc_tensor_handle(&d->replica.own_v, 0)
+                         : sc_bucket_momentum_handle(net->dist->buckets[d->params.bucket].vectors);
 }
 
 /* Rank 0's dst[index[i]] = src[i] for the count entries each rank gives

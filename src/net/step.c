@@ -21,9 +21,11 @@ static int submit_gradient_sum(struct sc_net *net, int l)
             if (!d->tiles.n[t])
                 continue;
             if (i == 0 && !d->dysum.direct)
-                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], d->tiles.hdy[t], d->dysum.name);
+                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], sc_tensor_handle(&d->tiles.dy, t),
+                                     d->dysum.name);
             else
-                err = sc_insert_accumulate(&D->critical, d->tiles.hdy[t], d->dysum.contrib[i][t], d->dysum.name);
+                err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&d->tiles.dy, t), d->dysum.contrib[i][t],
+                                           d->dysum.name);
             if (err)
                 return err;
         }
@@ -78,19 +80,19 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
     struct sc_tile_io io = {
         .n = d->tiles.n[t],
         .x = x_tiles(net, l)[t],
-        .x2 = net->layers[l].nsrc > 1 ? D->ld[net->layers[l].src[1]].tiles.hy[t] : NULL,
+        .x2 = net->layers[l].nsrc > 1 ? sc_tensor_handle(&D->ld[net->layers[l].src[1]].tiles.y, t) : NULL,
         /* a channel-split convolution writes its partial sums, and reads
          * all the dy of its filters */
-        .y = d->chan.partial ? d->chan.hpart[t] : d->tiles.hy[t],
+        .y = sc_tensor_handle(d->chan.partial ? &d->chan.part : &d->tiles.y, t),
         .dx = dx_tiles(net, l) ? dx_tiles(net, l)[t] : NULL,
-        .dy = d->chan.partial ? d->chan.hdpart[t] : d->tiles.hdy[t],
-        .scratch = d->tiles.hscratch[t],
+        .dy = sc_tensor_handle(d->chan.partial ? &d->chan.dpart : &d->tiles.dy, t),
+        .scratch = sc_tensor_handle(&d->tiles.scratch, t),
         .params = d->params.hw,
         .dparams = d->replica.on ? NULL
-                   : t           ? (d->params.htile_g ? d->params.htile_g[t] : NULL)
+                   : t           ? sc_tensor_handle(&d->params.tile_g, t)
                                  : d->params.hg,
-        .labels = D->hlabels[t],
-        .stats = D->hstats[t],
+        .labels = sc_tensor_handle(&D->labels, t),
+        .stats = sc_tensor_handle(&D->stats, t),
         .loss_scale = 1.0f / (float)D->global_batch,
         .train = train,
         .task = &D->critical,
@@ -142,25 +144,26 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
         struct sc_layer *loss = &net->layers[net->nlayers - 1];
         struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->xch.in_box;
         struct sc_synth_args a = sc_dataset_synth_args(ds, first->xch.in_box, first->tiles.n[t]);
-        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], D->hx0[t], NULL, D->load_name)))
+        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
+                                               NULL, D->load_name)))
             return err;
         a.n = last->tiles.n[t];
-        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t], D->hlabels[t],
-                                                 D->load_name)))
+        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t],
+                                                 sc_tensor_handle(&D->labels, t), D->load_name)))
             return err;
     }
     for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
         if (!D->spatial) { /* one task for both when the tiles are alike */
             if ((err = sc_insert_load_batch(&D->load, ds->images, ds->labels, (int)sc_shape_size(&net->input),
-                                            first->tiles.n[t], idx + first->tiles.s0[t], D->hx0[t], D->hlabels[t],
-                                            D->load_name)))
+                                            first->tiles.n[t], idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
+                                            sc_tensor_handle(&D->labels, t), D->load_name)))
                 return err;
             continue;
         }
         if ((err = sc_insert_load_images(&D->load, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t],
-                                         D->hx0[t], D->load_name)) ||
-            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t], D->hlabels[t],
-                                         D->load_name)))
+                                         sc_tensor_handle(&D->x0, t), D->load_name)) ||
+            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t],
+                                         sc_tensor_handle(&D->labels, t), D->load_name)))
             return err;
     }
     for (int l = 0; l < net->nlayers; l++) {
@@ -168,8 +171,9 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
         struct sc_layer *L = share_of(net, l);
         if (L->alias)
             continue;
-        if (d->xch.redist_fwd && (err = submit_assemble(&D->critical, d->xch.redist_fwd, D->ld[L->src[0]].tiles.hy, d,
-                                                        in_block(d), 0, d->xch.hxin, d->xch.assemble_name)))
+        if (d->xch.redist_fwd &&
+            (err = submit_assemble(&D->critical, d->xch.redist_fwd, sc_tensor_handles(&D->ld[L->src[0]].tiles.y), d,
+                                   in_block(d), 0, sc_tensor_handles(&d->xch.xin), d->xch.assemble_name)))
             return err;
         if (d->xch.halo_x && (err = sc_fetch_submit(d->xch.halo_x, crit, x_tiles(net, l))))
             return err;
@@ -186,14 +190,16 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
                 return err;
         }
         /* the partial sums' reduce-scatter, and the activation after it */
-        if (d->chan.partial && (err = submit_assemble(&D->critical, d->chan.reduce, d->chan.hpart, d, out_block(d),
-                                                      L->post_relu, d->tiles.hy, d->chan.reduce_name)))
+        if (d->chan.partial &&
+            (err = submit_assemble(&D->critical, d->chan.reduce, sc_tensor_handles(&d->chan.part), d, out_block(d),
+                                   L->post_relu, sc_tensor_handles(&d->tiles.y), d->chan.reduce_name)))
             return err;
         if (train && d->replica.on) {
             err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, D->ntiles, x_tiles(net, l),
-                                                           d->replica.hxr, d->replica.gather_x)
+                                                           sc_tensor_handles(&d->replica.xr), d->replica.gather_x)
                           : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, D->ntiles, d->replica.tag_x,
-                                                      x_tiles(net, l), d->replica.hxr, d->replica.gather_x);
+                                                      x_tiles(net, l), sc_tensor_handles(&d->replica.xr),
+                                                      d->replica.gather_x);
             if (err)
                 return err;
         }
@@ -209,20 +215,20 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
     struct sc_layer *layer = &net->layers[l];
     struct layer_data *d = &D->ld[l];
     int P = D->rt->size, T = D->ntiles, me = D->rt->rank, err;
-    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, T, d->tiles.hdy, d->replica.hdyr,
-                                                   d->replica.gather_dy)
-                  : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, T, d->replica.tag_dy, d->tiles.hdy,
-                                              d->replica.hdyr, d->replica.gather_dy);
+    starpu_data_handle_t *dy = sc_tensor_handles(&d->tiles.dy), *dyr = sc_tensor_handles(&d->replica.dyr);
+    err = D->nccl ? sc_nccl_tiles_allgather_submit(D->nccl, &d->params.comm_task, T, dy, dyr, d->replica.gather_dy)
+                  : sc_tiles_allgather_submit(&d->params.comm_task, D->rt->comm, T, d->replica.tag_dy, dy, dyr,
+                                              d->replica.gather_dy);
     if (err)
         return err;
     for (int q = 0; q < P && !err; q++)
         for (int t = 0; t < T && !err; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (q != me) {
-                io.x = d->replica.hxr[q * T + t];
-                io.dy = d->replica.hdyr[q * T + t];
+                io.x = sc_tensor_handle(&d->replica.xr, q * T + t);
+                io.dy = sc_tensor_handle(&d->replica.dyr, q * T + t);
             }
-            io.dparams = d->replica.hpg[q * T + t];
+            io.dparams = q * T + t ? sc_tensor_handle(&d->replica.pg, q * T + t) : d->params.hg;
             /* on the workers that give every rank the same bits */
             io.task = io.grad_task = &d->params.replica_task;
             err = layer->ops->param_grad(layer, &io);
@@ -230,11 +236,13 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
     if (err)
         return err;
     for (int i = 1; i < P * T; i++)
-        if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, d->replica.hpg[i], d->replica.acc_name)))
+        if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->replica.pg, i),
+                                        d->replica.acc_name)))
             return err;
     if (D->gate)
         return sc_gate_check_submit(D->gate, &d->params.grad_task, d->params.hg);
-    return sc_insert_sgd(&d->params.grad_task, sgd, d->params.hw, d->replica.hv, d->params.hg, d->replica.sgd_name);
+    return sc_insert_sgd(&d->params.grad_task, sgd, d->params.hw, sc_tensor_handle(&d->replica.own_v, 0), d->params.hg,
+                         d->replica.sgd_name);
 }
 
 /* The collective of a bucket, once the gradients of all its layers are
@@ -271,8 +279,8 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
         if (net->layers[l].alias || !net->layers[l].nparams)
             continue;
         if (d->replica.on) {
-            err = sc_insert_sgd(&d->params.grad_task, &gated, d->params.hw, d->replica.hv, d->params.hg,
-                                d->replica.sgd_name);
+            err = sc_insert_sgd(&d->params.grad_task, &gated, d->params.hw, sc_tensor_handle(&d->replica.own_v, 0),
+                                d->params.hg, d->replica.sgd_name);
         } else {
             struct bucket *b = &D->buckets[d->params.bucket];
             if (b->layer[b->nlayers - 1] == l)
@@ -292,12 +300,13 @@ static int submit_partial_dy(struct sc_net *net, int l)
     int err;
     size_t per_sample = (size_t)d->xch.out_nch * sc_box_area(d->xch.out_box);
     for (int t = 0; t < D->ntiles && share_of(net, l)->post_relu; t++)
-        if (d->tiles.n[t] && (err = sc_insert_relu_bwd(&D->critical, (int)(d->tiles.n[t] * per_sample), d->tiles.hdy[t],
-                                                       d->tiles.hy[t], d->chan.relu_name)))
+        if (d->tiles.n[t] && (err = sc_insert_relu_bwd(&D->critical, (int)(d->tiles.n[t] * per_sample),
+                                                       sc_tensor_handle(&d->tiles.dy, t),
+                                                       sc_tensor_handle(&d->tiles.y, t), d->chan.relu_name)))
             return err;
     struct sc_block part = {d->xch.out_box, d->chan.part_ch0, d->chan.part_ch0 + d->chan.part_nch};
-    return submit_assemble(&D->critical, d->chan.gather_dy, d->tiles.hdy, d, part, 0, d->chan.hdpart,
-                           d->chan.gather_name);
+    return submit_assemble(&D->critical, d->chan.gather_dy, sc_tensor_handles(&d->tiles.dy), d, part, 0,
+                           sc_tensor_handles(&d->chan.dpart), d->chan.gather_name);
 }
 
 int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
@@ -322,7 +331,8 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
         if (d->chan.partial && (err = submit_partial_dy(net, l)))
             return err;
         if (d->xch.halo_dy &&
-            (err = sc_fetch_submit(d->xch.halo_dy, &D->critical, d->chan.partial ? d->chan.hdpart : d->tiles.hdy)))
+            (err = sc_fetch_submit(d->xch.halo_dy, &D->critical,
+                                   sc_tensor_handles(d->chan.partial ? &d->chan.dpart : &d->tiles.dy))))
             return err;
         if (layer->ops->backward_tiles) {
             struct sc_tile_io io[D->ntiles];
@@ -336,9 +346,10 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             if (io.n && (err = layer->ops->backward(layer, &io)))
                 return err;
         }
-        if (d->xch.redist_bwd && (err = submit_assemble(&D->critical, d->xch.redist_bwd, d->xch.hdxin,
-                                                        &D->ld[layer->src[0]], out_block(&D->ld[layer->src[0]]), 0,
-                                                        input_grad_tiles(net, l), d->xch.assemble_name)))
+        if (d->xch.redist_bwd &&
+            (err = submit_assemble(&D->critical, d->xch.redist_bwd, sc_tensor_handles(&d->xch.dxin),
+                                   &D->ld[layer->src[0]], out_block(&D->ld[layer->src[0]]), 0, input_grad_tiles(net, l),
+                                   d->xch.assemble_name)))
             return err;
         if (!layer->nparams)
             continue;
@@ -348,7 +359,8 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
             continue;
         }
         for (int t = 1; t < D->ntiles; t++)
-            if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, d->params.htile_g[t], layer->name)))
+            if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->params.tile_g, t),
+                                            layer->name)))
                 return err;
         /* A bucket's collective right after the gradient of its last layer,
          * so that it overlaps the backward pass of the layers below. */
@@ -366,15 +378,16 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
     return 0;
 }
 
-static void sum_stats(struct sc_net *net, starpu_data_handle_t *h, float **mem, double out[2])
+static void sum_stats(struct sc_net *net, const struct sc_tensor *stats, double out[2])
 {
     struct sc_net_dist *D = net->dist;
     double local[2] = {0, 0};
     for (int t = 0; t < D->ntiles; t++) {
-        starpu_data_acquire(h[t], STARPU_R);
-        local[0] += mem[t][0];
-        local[1] += mem[t][1];
-        starpu_data_release(h[t]);
+        const float *mem = sc_tensor_buf(stats, t);
+        starpu_data_acquire(sc_tensor_handle(stats, t), STARPU_R);
+        local[0] += mem[0];
+        local[1] += mem[1];
+        starpu_data_release(sc_tensor_handle(stats, t));
     }
     MPI_Allreduce(local, out, 2, MPI_DOUBLE, MPI_SUM, D->rt->ctl);
 }
@@ -382,7 +395,7 @@ static void sum_stats(struct sc_net *net, starpu_data_handle_t *h, float **mem, 
 double sc_net_last_loss(struct sc_net *net)
 {
     double s[2];
-    sum_stats(net, net->dist->hstats, net->dist->stats, s);
+    sum_stats(net, &net->dist->stats, s);
     return s[0] / net->dist->global_batch / net->dist->loss_pixels;
 }
 
@@ -391,9 +404,10 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
     struct sc_net_dist *D = net->dist;
     int B = D->global_batch, err;
     for (int t = 0; t < D->ntiles; t++) {
-        starpu_data_acquire(D->heval_acc[t], STARPU_W);
-        D->eval_acc[t][0] = D->eval_acc[t][1] = 0;
-        starpu_data_release(D->heval_acc[t]);
+        float *acc = sc_tensor_buf(&D->eval_acc, t);
+        starpu_data_acquire(sc_tensor_handle(&D->eval_acc, t), STARPU_W);
+        acc[0] = acc[1] = 0;
+        starpu_data_release(sc_tensor_handle(&D->eval_acc, t));
     }
     /* Whole batches only, so that every tile and exchange keeps its shape:
      * the last one is padded with samples the loss ignores. */
@@ -409,8 +423,8 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
             return err;
         }
         for (int t = 0; t < D->ntiles; t++)
-            if (last->tiles.n[t] &&
-                (err = sc_insert_accumulate(&D->critical, D->heval_acc[t], D->hstats[t], D->acc_name))) {
+            if (last->tiles.n[t] && (err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&D->eval_acc, t),
+                                                                sc_tensor_handle(&D->stats, t), D->acc_name))) {
                 free(idx);
                 return err;
             }
@@ -418,7 +432,7 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
     }
     free(idx);
     double s[2];
-    sum_stats(net, D->heval_acc, D->eval_acc, s);
+    sum_stats(net, &D->eval_acc, s);
     *loss = s[0] / ds->n / D->loss_pixels;
     *accuracy = s[1] / ds->n / D->loss_pixels;
     return 0;

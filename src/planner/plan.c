@@ -604,7 +604,7 @@ static double halo_rows(struct sc_box need, struct sc_box own)
  * ends (or its time slice, the calibration's busy time).  It moves it on
  * shared memory (Open MPI's copies) and over a wire alike: Open MPI's TCP
  * transport sends only while the thread is in MPI, so a message waits
- * there too (README, "Messages behind busy workers").  The rank that
+ * there too (docs/planner-model.md, "Messages behind busy workers").  The rank that
  * comes later to an exchange finds the other's data and computes on while
  * its own message waits, so a message waits for the task its sender runs
  * next (task, stretched by the oversubscription in the model's times, its
@@ -977,7 +977,7 @@ static const char *policy_name[] = {"layer", "bucket:25", "end"};
  *   reducing, handing messages between threads), so it delays the compute
  *   by all of it: on this machine's shared memory, a gradient allreduce
  *   issued during backward measured slower than one at the end
- *   (bench/plan-validate, README); with more workers than cores it also
+ *   (bench/plan-validate, docs/results.md); with more workers than cores it also
  *   waits once behind a backward task of its layer, its own time
  *   (behind): measured on 4 ranks sharing 2 cores, per-layer collectives
  *   cost 0.6-2.5 ms each beyond their calibrated time (lenet, wide,

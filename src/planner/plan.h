@@ -55,7 +55,7 @@ struct sc_plan_opts {
  * that misses most on shared cores (waits behind other threads): on this
  * machine a mix predicted 1% ahead of sample parallelism measured 17%
  * behind it (mesh128 on 4 ranks), while the mixes that paid were
- * predicted 25-40% ahead (README, the planner's validation). */
+ * predicted 25-40% ahead (docs/results.md, "Planner accuracy"). */
 #define SC_PLAN_MIX_MARGIN 0.05
 
 struct sc_plan_cost {

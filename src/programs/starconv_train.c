@@ -18,7 +18,7 @@ static const char usage[] =
     "Train a convolutional network described by a .cfg file with data parallelism over\n"
     "the MPI ranks and the StarPU workers of each rank: by default one CPU worker per core\n"
     "of the rank's cores, bound to it (STARPU_NCPU sets the count, SC_CPU_BIND=auto|launcher|none\n"
-    "the binding; README, \"One rank per node\").\n"
+    "the binding; docs/running.md).\n"
     "\n"
     "  --model FILE         network (.cfg); default models/lenet.cfg\n"
     "  --data DIR           IDX files (train-*, t10k-*); default /usr/share/datasets/fashion-mnist\n"
@@ -123,7 +123,10 @@ static const char usage[] =
     "\n"
     "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error;\n"
     "a diverged training (NaN or Inf) with status 3; a rank that stops responding ends\n"
-    "the job with status 4 (mpirun's own status when it notices a dead rank first).\n";
+    "the job with status 4 (mpirun's own status when it notices a dead rank first); a\n"
+    "kernel that fails (a oneDNN, cuDNN, cuBLAS or CUDA error, memory) ends it at the\n"
+    "next progress line, checkpoint or evaluation with status 1, naming the kernel, its\n"
+    "rank and worker and the cause, and writes no checkpoint after it.\n";
 
 static int fail(int status, const char *msg)
 {

@@ -323,7 +323,7 @@ static int place_workers(struct sc_runtime *rt, MPI_Comm node)
         SC_LOG(1,
                "note: this StarPU takes at most %d CPU workers per rank (STARPU_MAXCPUS), and this rank has %d "
                "cores: use more ranks per node, or a StarPU built without the cap (gpu/build-starpu --without-cuda "
-               "PREFIX; README, \"One rank per node\")",
+               "PREFIX; docs/install.md)",
                STARPU_MAXCPUS, cores);
     /* Every rank's line on rank 0, for --metrics and the trace. */
     if (rt->rank == 0 && !(rt->placements = calloc((size_t)rt->size, sizeof(rt->placement))))
@@ -467,6 +467,9 @@ int sc_runtime_init(int *argc, char ***argv, const char *sched, struct sc_runtim
     if (sched && !sc_runtime_policy_valid(sched))
         return abandon_init(rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
                                          sc_runtime_policies()));
+    /* The failure a test injects (codelets.h, src/runtime/kernel_failure.h). */
+    if ((err = sc_runtime_agree(rt, sc_fail_inject_setup(getenv("SC_TEST_FAIL_KERNEL"), rt->rank))))
+        return abandon_init(rt, err);
 #ifdef SC_USE_CUDA
     spread_gpus();
 #endif

@@ -9,6 +9,7 @@
 #include "src/planner/calibrate.h"
 #include "src/planner/plan.h"
 #include "src/report/report.h"
+#include "src/runtime/kernel_failure.h"
 #include "src/runtime/trace_run.h"
 #include "src/train/train.h"
 #include "base/rng.h"
@@ -275,17 +276,52 @@ static void report_test(struct progress *p, int epoch, long it, double acc, doub
     }
 }
 
-/* Sync point, collective: stop the trace of iterations first..last, write
- * it and print the report on rank 0. */
-static int finish_trace(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc_net *net,
-                        struct progress *p, long first, long last)
+/* What the loop knows to find a batch again. */
+struct loop_state {
+    const struct sc_train_opts *o;
+    const struct sc_dataset *train;
+    long per_epoch;
+    int64_t base;         /* net->iteration before the loop's first iteration counted from 0 */
+    long saved_iteration; /* of the last checkpoint written in this run; 0: none */
+};
+
+/* What a stopped run leaves of --save, for its message. */
+static void kept_checkpoint(const struct loop_state *ls, char *buf, size_t size)
 {
+    buf[0] = 0;
+    if (ls->saved_iteration)
+        snprintf(buf, size, "; %s keeps the checkpoint of iteration %ld", ls->o->save, ls->saved_iteration);
+    else if (ls->o->save)
+        snprintf(buf, size, "; %s was not written", ls->o->save);
+}
+
+/* Sync point, collective, once the tasks whose failures it must see have
+ * run: a kernel that failed on any rank (its outputs not valid) stops the
+ * run here, with SC_ERR_KERNEL naming it, before anything is computed from
+ * them, printed or saved. */
+static int check_kernels(const struct loop_state *ls, struct sc_runtime *rt)
+{
+    int err = sc_kernel_failure_check(rt);
+    if (!err)
+        return 0;
+    char failed[512], kept[600];
+    snprintf(failed, sizeof failed, "%s", sc_last_error());
+    kept_checkpoint(ls, kept, sizeof kept);
+    return sc_error(err, "%s: training stopped%s", failed, kept);
+}
+
+/* Sync point, collective: stop the trace of iterations first..last, write
+ * it and print the report on rank 0 (unless a kernel failed). */
+static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, struct sc_net *net, struct progress *p,
+                        long first, long last)
+{
+    const struct sc_train_opts *o = ls->o;
     sc_net_wait(net);
     struct sc_trace t;
     int err = sc_trace_run_stop(rt, &t);
     if (err)
         return err;
-    if (rt->rank == 0) {
+    if (!(err = check_kernels(ls, rt)) && rt->rank == 0) {
         t.first_iteration = first;
         t.last_iteration = last;
         t.global_batch = o->batch;
@@ -319,15 +355,6 @@ static int64_t nonfinite_seen(struct sc_runtime *rt, struct sc_nonfinite *watch,
     return all[0] == INT64_MAX ? 0 : all[0];
 }
 
-/* What the loop knows to find a batch again. */
-struct loop_state {
-    const struct sc_train_opts *o;
-    const struct sc_dataset *train;
-    long per_epoch;
-    int64_t base;          /* net->iteration before the loop's first iteration counted from 0 */
-    long saved_iteration;  /* of the last checkpoint written in this run; 0: none */
-};
-
 /* Collective, at a progress line or before a save: with --nonfinite stop,
  * SC_ERR_NONFINITE naming the iteration and the first non-finite value
  * when a gradient (or the loss) was not finite. */
@@ -338,14 +365,18 @@ static int check_finite(const struct loop_state *ls, struct sc_runtime *rt, stru
     if (ls->o->skip_nonfinite || (!first && isfinite(loss)))
         return 0;
     /* The updates are frozen since the first bad gradient: drain, so that
-     * every rank has recorded what it saw, and agree on the iteration. */
+     * every rank has recorded what it saw, and agree on the iteration.  A
+     * kernel that failed (its outputs not valid) may be the cause. */
     sc_net_wait(net);
+    int err = check_kernels(ls, rt);
+    if (err)
+        return err;
     if (!(first = nonfinite_seen(rt, watch, &p->skipped)))
         first = net->iteration;
     char where[160] = "an unknown place";
     long k = (long)(first - ls->base - 1), epoch = k / ls->per_epoch;
     int32_t *order = malloc((size_t)ls->train->n * sizeof(*order));
-    int err = order ? 0 : SC_ERR_NOMEM;
+    err = order ? 0 : SC_ERR_NOMEM;
     if (!sc_runtime_agree(rt, err) && k >= 0) {
         epoch_order(order, ls->train->n, ls->o->shuffle, ls->o->seed, (int)epoch);
         err = sc_net_find_nonfinite(net, ls->train, order + (k % ls->per_epoch) * ls->o->batch, where, sizeof where);
@@ -353,24 +384,24 @@ static int check_finite(const struct loop_state *ls, struct sc_runtime *rt, stru
     free(order);
     if (err)
         return err;
-    char kept[600] = "";
-    if (ls->saved_iteration)
-        snprintf(kept, sizeof kept, "; %s keeps the checkpoint of iteration %ld", ls->o->save, ls->saved_iteration);
-    else if (ls->o->save)
-        snprintf(kept, sizeof kept, "; %s was not written", ls->o->save);
+    char kept[600];
+    kept_checkpoint(ls, kept, sizeof kept);
     return sc_error(SC_ERR_NONFINITE, "iteration %lld: a NaN or Inf, first in %s: training stopped (--nonfinite "
                     "skip goes on without such batches)%s", (long long)first, where, kept);
 }
 
 /* Sync point, collective: the checkpoint of the current iteration, unless
- * a gradient was not finite: never a checkpoint of diverged weights, the
- * last good one stays. */
+ * a kernel failed or a gradient was not finite: never a checkpoint of
+ * weights computed from invalid outputs or diverged, the last good one
+ * stays. */
 static int save_checkpoint(const struct loop_state *ls, struct sc_runtime *rt, struct sc_net *net,
                            struct sc_nonfinite *watch, struct progress *p, const struct sc_data_order *order)
 {
     const struct sc_train_opts *o = ls->o;
-    sc_net_wait(net); /* every update recorded before the check */
-    int err = check_finite(ls, rt, net, watch, p, 0);
+    sc_net_wait(net); /* every update recorded before the checks */
+    int err = check_kernels(ls, rt);
+    if (!err)
+        err = check_finite(ls, rt, net, watch, p, 0);
     if (!err)
         err = sc_checkpoint_save(net, rt, o->save, order);
     if (!err && rt->rank == 0 && o->save_every)
@@ -476,16 +507,21 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
             if (tracing)
                 sc_trace_run_iteration(done + 1);
             sgd.iteration = net->iteration + 1;
-            if ((err = sc_net_train_batch(net, train, order + it_epoch * o->batch, &sgd)))
+            sc_kernel_failure_iteration(sgd.iteration);
+            err = sc_net_train_batch(net, train, order + it_epoch * o->batch, &sgd);
+            sc_kernel_failure_iteration(0);
+            if (err)
                 break;
             done++;
             if (tracing && done == o->trace_last) {
                 tracing = 0;
-                if ((err = finish_trace(o, rt, net, &p, o->trace_first, done)))
+                if ((err = finish_trace(&ls, rt, net, &p, o->trace_first, done)))
                     break;
             }
             if (done % o->log_every == 0 || done == total || it_epoch + 1 == per_epoch) {
                 double loss = sc_net_last_loss(net), t = now();
+                if ((err = check_kernels(&ls, rt))) /* the loss's tasks have run */
+                    break;
                 double rate = (done - last_done) * o->batch / (t - last_t);
                 report_iteration(&p, epoch, o->epochs, net->iteration, it_epoch + 1, per_epoch,
                                  (total - done) * o->batch, loss, rate);
@@ -503,13 +539,15 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         }
         if (tracing && !err) { /* the trace stops at the end of an epoch, before the evaluation */
             tracing = 0;
-            err = finish_trace(o, rt, net, &p, o->trace_first, done);
+            err = finish_trace(&ls, rt, net, &p, o->trace_first, done);
         }
         sc_net_wait(net);
         p.train_time += now() - t0;
         p.images += (it_epoch - first_it) * (long)o->batch;
+        if (!err) /* every task of the epoch has run */
+            err = check_kernels(&ls, rt);
         if (!err && o->test && (it_epoch == per_epoch || done == total)) {
-            if (!(err = sc_net_evaluate(net, test, &acc, &test_loss)))
+            if (!(err = sc_net_evaluate(net, test, &acc, &test_loss)) && !(err = check_kernels(&ls, rt)))
                 report_test(&p, epoch, net->iteration, acc, test_loss);
         }
     }

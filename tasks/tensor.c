@@ -1,0 +1,66 @@
+/* Distributed tensors: their tiles made, registered and ended together
+ * (tensor.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "tasks/tasks.h"
+#include "tasks/tensor.h"
+
+int sc_tensor_vectors(struct sc_tensor *t, int ntiles, size_t count, size_t elem)
+{
+    *t = (struct sc_tensor){.ntiles = ntiles, .count = count, .elem = elem};
+    size_t n = ntiles > 0 ? (size_t)ntiles : 1;
+    t->buf = calloc(n, sizeof(*t->buf));
+    t->handle = calloc(n, sizeof(*t->handle));
+    if (!t->buf || !t->handle) {
+        free(t->buf), free(t->handle);
+        *t = (struct sc_tensor){0};
+        return sc_error(SC_ERR_NOMEM, "out of memory");
+    }
+    return 0;
+}
+
+int sc_tensor_alloc_tile(struct sc_tensor *t, int i)
+{
+    return sc_vector_new(&t->handle[i], &t->buf[i], t->count, t->elem);
+}
+
+int sc_tensor_alloc_vectors(struct sc_tensor *t, int ntiles, size_t count, size_t elem)
+{
+    int err = sc_tensor_vectors(t, ntiles, count, elem);
+    for (int i = 0; i < ntiles && !err; i++)
+        err = sc_tensor_alloc_tile(t, i);
+    return err;
+}
+
+int sc_tensor_alloc(struct sc_tensor *t, const struct sc_layout *L, int rank)
+{
+    int most = 0, first, n, ch0, nch;
+    for (int i = 0; i < L->ntiles; i++) {
+        sc_layout_tile_samples(L, rank, i, &first, &n);
+        if (n > most)
+            most = n;
+    }
+    sc_layout_channels(L, rank, &ch0, &nch);
+    size_t count = (size_t)most * nch * sc_box_area(sc_layout_box(L, rank));
+    int err = sc_tensor_alloc_vectors(t, L->ntiles, count, sizeof(float));
+    t->layout = *L;
+    return err;
+}
+
+void sc_tensor_free(struct sc_tensor *t)
+{
+    for (int i = 0; t->handle && i < t->ntiles; i++)
+        sc_vector_free(t->handle[i], t->buf[i]);
+    free(t->buf), free(t->handle);
+    *t = (struct sc_tensor){0};
+}
+
+size_t sc_tensor_bytes(const struct sc_tensor *t)
+{
+    size_t n = 0;
+    for (int i = 0; t->handle && i < t->ntiles; i++)
+        n += t->handle[i] ? (t->count ? t->count : 1) * t->elem : 0;
+    return n;
+}

@@ -1,0 +1,68 @@
+/* A distributed tensor (sc_tensor): how it lies over the grid (an
+ * sc_layout) and this rank's tiles of it, each a buffer in main memory and
+ * the StarPU handle registered over it, made and ended together so that
+ * the two cannot part.  The same type holds the per-tile vectors that are
+ * no activation (a tile's partial parameter gradient, its loss statistics,
+ * its workspace): those have no layout. */
+#ifndef SC_TENSOR_H
+#define SC_TENSOR_H
+
+#include <stddef.h>
+#include <starpu.h>
+
+#include "base/layout.h"
+
+struct sc_tensor {
+    struct sc_layout layout; /* sc_tensor_alloc's; all zero for per-tile vectors */
+    int ntiles;
+    size_t count, elem; /* per tile: elements and the bytes of one */
+    /* Per tile: the buffer and its handle, both NULL for a tile not
+     * allocated (sc_tensor_vectors' tiles until sc_tensor_alloc_tile).
+     * handle is contiguous, for the calls that take every tile's handle. */
+    void **buf;
+    starpu_data_handle_t *handle;
+};
+
+/* This rank's tiles of a float tensor laid out by L: L->ntiles tiles, each
+ * room for the largest tile's samples, with the rank's channels and block
+ * of each, zeroed and registered. */
+int sc_tensor_alloc(struct sc_tensor *t, const struct sc_layout *L, int rank);
+/* ntiles tiles of count elements of elem bytes each (count 0: one), none
+ * allocated yet; sc_tensor_alloc_tile allocates (zeroed) and registers one,
+ * sc_tensor_alloc_vectors all of them. */
+int sc_tensor_vectors(struct sc_tensor *t, int ntiles, size_t count, size_t elem);
+int sc_tensor_alloc_tile(struct sc_tensor *t, int i);
+int sc_tensor_alloc_vectors(struct sc_tensor *t, int ntiles, size_t count, size_t elem);
+/* Unregisters and frees every allocated tile, and the tile arrays; t is
+ * then as zeroed (freeing a zeroed tensor does nothing).  No task may still
+ * use a tile. */
+void sc_tensor_free(struct sc_tensor *t);
+/* The bytes of its allocated tiles. */
+size_t sc_tensor_bytes(const struct sc_tensor *t);
+
+/* Whether t has tiles (allocated or to be): a zeroed tensor has none. */
+static inline int sc_tensor_exists(const struct sc_tensor *t)
+{
+    return t->handle != NULL;
+}
+
+/* Tile i's handle and buffer; NULL for a tile not allocated or a tensor
+ * that does not exist. */
+static inline starpu_data_handle_t sc_tensor_handle(const struct sc_tensor *t, int i)
+{
+    return t->handle ? t->handle[i] : NULL;
+}
+
+static inline void *sc_tensor_buf(const struct sc_tensor *t, int i)
+{
+    return t->buf ? t->buf[i] : NULL;
+}
+
+/* Every tile's handle, in tile order (NULL when t does not exist): what
+ * the fetches and collectives of tasks.h take. */
+static inline starpu_data_handle_t *sc_tensor_handles(const struct sc_tensor *t)
+{
+    return t->handle;
+}
+
+#endif
