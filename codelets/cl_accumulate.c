@@ -1,33 +1,18 @@
 /* dst += src, for the vectors of floats of gradient sums and collectives,
  * and for the vectors of doubles of batch-normalization statistics. */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
 
-/* Blocks of restrict pointers vectorize at -O2. */
-#define BLOCK 16
-
-static void accumulate(float *restrict dst, const float *restrict src, size_t n)
-{
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        float *d = dst + i;
-        const float *s = src + i;
-        for (int j = 0; j < BLOCK; j++)
-            d[j] += s[j];
-    }
-    for (; i < n; i++)
-        dst[i] += src[i];
-}
-
 static void cl_accumulate_cpu_func(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    accumulate((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-               STARPU_VECTOR_GET_NX(buffers[0]));
+    sc_accumulate((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                  STARPU_VECTOR_GET_NX(buffers[0]));
 }
 
 #ifdef SC_USE_CUDA
@@ -61,11 +46,8 @@ int sc_insert_accumulate(const struct sc_task_opts *opts, starpu_data_handle_t d
 static void cl_accumulate_f64_cpu_func(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    double *restrict d = (double *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const double *restrict s = (const double *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    size_t n = STARPU_VECTOR_GET_NX(buffers[0]);
-    for (size_t i = 0; i < n; i++)
-        d[i] += s[i];
+    sc_accumulate_f64((double *)STARPU_VECTOR_GET_PTR(buffers[0]), (const double *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                      STARPU_VECTOR_GET_NX(buffers[0]));
 }
 
 #ifdef SC_USE_CUDA

@@ -1,7 +1,9 @@
-/* Residual add: y = a + b, then ReLU (the [shortcut] layer). */
+/* Residual add: y = a + b, then ReLU (the [shortcut] layer;
+ * kernels/vector.c). */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
@@ -14,21 +16,8 @@ static void cl_add_cpu_func(void *buffers[], void *cl_arg)
 {
     struct add_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *restrict x0 = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    const float *restrict x1 = (const float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    float *restrict y = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    /* SIMD lanes: a branch per element would mispredict on random signs */
-    if (a.relu) {
-#pragma omp simd
-        for (int i = 0; i < a.n; i++) {
-            float v = x0[i] + x1[i];
-            y[i] = v > 0.0f ? v : 0.0f;
-        }
-    } else {
-#pragma omp simd
-        for (int i = 0; i < a.n; i++)
-            y[i] = x0[i] + x1[i];
-    }
+    sc_add((float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+           (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), a.n, a.relu);
 }
 
 #ifdef SC_USE_CUDA

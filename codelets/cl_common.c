@@ -1,7 +1,7 @@
 #include "cl_common.h"
-#include "kernel_dnnl.h"
+#include "kernels/onednn.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 #endif
 
 #include <cblas.h>
@@ -50,6 +50,7 @@ starpu_data_handle_t sc_workspace_handle(void)
 
 int sc_codelets_init(void)
 {
+    sc_fail_workers_init();
     size_t ws_bytes = 4;
 #ifdef SC_USE_CUDA
     int err = sc_cuda_workspace_bytes(&ws_bytes);
@@ -138,15 +139,4 @@ int sc_check_same_length(const char *op, starpu_data_handle_t h0, const char *n0
         return sc_error(SC_ERR_SHAPE, "%s: %s has %zu elements, %s %zu", op, n0, (size_t)starpu_vector_get_nx(h0), n1,
                         (size_t)starpu_vector_get_nx(h1));
     return 0;
-}
-
-int sc_all_finite(const float *g, size_t n)
-{
-    uint32_t bad = 0;
-    for (size_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, &g[i], sizeof u);
-        bad |= (u & 0x7f800000u) == 0x7f800000u;
-    }
-    return !bad;
 }

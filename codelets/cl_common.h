@@ -7,7 +7,7 @@
 #include <starpu.h>
 
 #include "codelets.h"
-#include "kernels.h"
+#include "kernels/kernels.h"
 #include "base/error.h"
 
 /* The calling worker's kernel state (kernels.h), made on its first use;
@@ -45,14 +45,10 @@ static inline int sc_fail_injected(void)
 {
     return __builtin_expect(sc_fail_inject_on, 0) && sc_fail_inject_hit();
 }
-/* sc_fail_record (kernels.h) from a host function on a CUDA worker's
- * stream, which runs on no worker: for the worker and the task (its name)
- * that launched it, taken then. */
-void sc_fail_record_from(int worker, const char *task, const char *op, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-/* For sc_codelets_shutdown: prints the first failure unless it was
- * reported (sc_fail_set_reported). */
-void sc_fail_say_unreported(void);
+/* For sc_codelets_init, before any kernel runs: the failure records
+ * (kernels/fail.h) name the StarPU worker and task of the thread that
+ * records (cl_fail.c). */
+void sc_fail_workers_init(void);
 
 /* The CUDA function of a codelet, asynchronous on the worker's stream
  * (StarPU waits for the stream, not the function), behind the injection's
@@ -108,9 +104,6 @@ int sc_insert_result(int ret, const char *op);
  * the same length, else SC_ERR_SHAPE naming them. */
 int sc_check_same_length(const char *op, starpu_data_handle_t h0, const char *n0, starpu_data_handle_t h1,
                          const char *n1);
-/* 1 when every value of g is finite; integer tests of the exponent bits,
- * so that the loop vectorizes and stays exact whatever the FP flags. */
-int sc_all_finite(const float *g, size_t n);
 /* An update refused for a non-finite gradient or a closed gate, in
  * iteration it: recorded in w atomically (cl_sgd.c; the CUDA SGD calls
  * it from a host callback). */

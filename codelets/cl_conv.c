@@ -1,12 +1,12 @@
 /* Convolution forward (optionally with ReLU), backward data, backward
- * weights + bias: on CPU workers through oneDNN (kernel_conv.c), on CUDA
- * workers through cuDNN (kernel_conv_cudnn.c). */
+ * weights + bias: on CPU workers through oneDNN (kernels/conv.c), on CUDA
+ * workers through cuDNN (kernels/conv_cudnn.c). */
 #include "cl_common.h"
 
 #include <stdlib.h>
 #include <string.h>
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
@@ -24,7 +24,7 @@ static void cl_conv_fwd_cuda_func(void *buffers[], void *cl_arg)
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
     struct sc_workspace ws = sc_workspace_of(buffers[3]);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_conv_compute_cuda(&c, 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
+    sc_conv_compute_cuda(&c, SC_CONV_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
                          (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a), &ws);
 }
 
@@ -34,7 +34,7 @@ static void cl_conv_bwd_data_cuda_func(void *buffers[], void *cl_arg)
     starpu_codelet_unpack_args(cl_arg, &a);
     struct sc_workspace ws = sc_workspace_of(buffers[3]);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_conv_compute_cuda(&c, 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_conv_compute_cuda(&c, SC_CONV_BWD_DATA, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]),
                          NULL, &ws);
 }
@@ -46,7 +46,7 @@ static void cl_conv_bwd_filter_cuda_func(void *buffers[], void *cl_arg)
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
     struct sc_workspace ws = sc_workspace_of(buffers[3]);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_conv_compute_cuda(&c, 2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_conv_compute_cuda(&c, SC_CONV_BWD_FILTER, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a), &ws);
 }
 #endif
@@ -58,7 +58,7 @@ static void cl_conv_fwd_cpu_func(void *buffers[], void *cl_arg)
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     float *params = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    sc_conv_compute(sc_kernel_worker_self(), 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
+    sc_conv_compute(sc_kernel_worker_self(), SC_CONV_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), params,
                     (float *)STARPU_VECTOR_GET_PTR(buffers[2]), params + conv_nw(&a));
 }
 
@@ -118,7 +118,7 @@ static void cl_conv_bwd_data_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_conv_compute(sc_kernel_worker_self(), 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_conv_compute(sc_kernel_worker_self(), SC_CONV_BWD_DATA, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                     (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]), NULL);
 }
 
@@ -150,7 +150,7 @@ static void cl_conv_bwd_filter_cpu_func(void *buffers[], void *cl_arg)
     struct sc_conv_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     float *dparams = (float *)STARPU_VECTOR_GET_PTR(buffers[2]);
-    sc_conv_compute(sc_kernel_worker_self(), 2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_conv_compute(sc_kernel_worker_self(), SC_CONV_BWD_FILTER, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                     (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), dparams, dparams + conv_nw(&a));
 }
 

@@ -1,7 +1,8 @@
 /* Copy of the first n floats of a vector (sums of gradients with several readers). */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
@@ -10,8 +11,7 @@ static void cl_copy_cpu_func(void *buffers[], void *cl_arg)
 {
     int n;
     starpu_codelet_unpack_args(cl_arg, &n);
-    memmove((void *)STARPU_VECTOR_GET_PTR(buffers[1]), (const void *)STARPU_VECTOR_GET_PTR(buffers[0]),
-            (size_t)n * sizeof(float));
+    sc_copy((float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), n);
 }
 
 #ifdef SC_USE_CUDA

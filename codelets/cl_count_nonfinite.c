@@ -1,8 +1,9 @@
 /* count += 1 when a vector of floats holds a NaN or an Inf: the gate's
  * check of one gradient piece. */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
@@ -10,8 +11,8 @@
 static void cl_count_nonfinite_cpu_func(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    if (!sc_all_finite((const float *)STARPU_VECTOR_GET_PTR(buffers[1]), STARPU_VECTOR_GET_NX(buffers[1])))
-        *(float *)STARPU_VECTOR_GET_PTR(buffers[0]) += 1;
+    sc_count_nonfinite((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                       STARPU_VECTOR_GET_NX(buffers[1]));
 }
 
 #ifdef SC_USE_CUDA

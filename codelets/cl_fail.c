@@ -1,29 +1,27 @@
-/* Kernel failures: each worker's record of its first one (kernels.h:
- * sc_fail_record; codelets.h: sc_fail_first), and the failures the tests
- * inject (SC_TEST_FAIL_KERNEL). */
+/* Kernel failures under StarPU: the workers and tasks that the records
+ * (kernels/fail.h) name, and the failures the tests inject
+ * (SC_TEST_FAIL_KERNEL). */
 #include "cl_common.h"
 
 #include <errno.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* One slot per StarPU worker.  A slot is claimed once (FREE -> WRITING,
- * compare-and-swap: the first failure wins, a later one of the same
- * worker is a consequence), filled, then published (READY, release order)
- * for the readers, which may be any thread.  seq orders the failures of
- * all workers. */
-enum { SLOT_FREE, SLOT_WRITING, SLOT_READY };
-struct slot {
-    int state;
-    uint64_t seq;
-    struct sc_fail f;
-};
-static struct slot slots[STARPU_NMAXWORKERS];
-static uint64_t next_seq;
-static int reported;
+/* The records themselves are the kernels' (kernels/fail.c), which know
+ * no StarPU: what worker and task the calling thread is, StarPU says here. */
+_Static_assert(STARPU_NMAXWORKERS <= SC_FAIL_MAX_WORKERS, "kernels/fail.h: SC_FAIL_MAX_WORKERS below StarPU's workers");
+
+static int current_worker(const char **task)
+{
+    /* Before StarPU starts (or after it stops) no thread is a worker, and
+     * its per-thread key may not exist yet. */
+    int worker = starpu_is_initialized() ? starpu_worker_get_id() : -1;
+    struct starpu_task *t = worker >= 0 ? starpu_task_get_current() : NULL;
+    *task = t ? t->name : NULL;
+    return worker;
+}
 
 static void worker_name(int id, char *buf, size_t size)
 {
@@ -33,93 +31,10 @@ static void worker_name(int id, char *buf, size_t size)
              t == STARPU_CPU_WORKER || t == STARPU_CUDA_WORKER ? starpu_worker_get_devid(id) : id);
 }
 
-/* One line, whatever a library put in its message. */
-static void one_line(char *s)
+void sc_fail_workers_init(void)
 {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f)
-            *s = '?';
-}
-
-static void vrecord(int worker, const char *task, const char *op, const char *fmt, va_list ap)
-{
-    if (worker < 0 || worker >= STARPU_NMAXWORKERS) { /* no sync point reads it: said at once */
-        char cause[sizeof slots[0].f.cause];
-        vsnprintf(cause, sizeof cause, fmt, ap);
-        one_line(cause);
-        fprintf(stderr, "starconv: %s: %s\n", op, cause);
-        return;
-    }
-    struct slot *s = &slots[worker];
-    int expect = SLOT_FREE;
-    if (!__atomic_compare_exchange_n(&s->state, &expect, SLOT_WRITING, 0, __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
-        return;
-    s->seq = __atomic_fetch_add(&next_seq, 1, __ATOMIC_RELAXED);
-    struct sc_fail *f = &s->f;
-    snprintf(f->task, sizeof f->task, "%s", task ? task : "");
-    snprintf(f->kernel, sizeof f->kernel, "%s", op ? op : "kernel");
-    f->worker = worker;
-    worker_name(worker, f->where, sizeof f->where);
-    vsnprintf(f->cause, sizeof f->cause, fmt, ap);
-    one_line(f->task);
-    one_line(f->cause);
-    __atomic_store_n(&s->state, SLOT_READY, __ATOMIC_RELEASE);
-}
-
-void sc_fail_record(const char *op, const char *fmt, ...)
-{
-    /* Before StarPU starts (or after it stops) no thread is a worker, and
-     * its per-thread key may not exist yet. */
-    int worker = starpu_is_initialized() ? starpu_worker_get_id() : -1;
-    struct starpu_task *task = worker >= 0 ? starpu_task_get_current() : NULL;
-    va_list ap;
-    va_start(ap, fmt);
-    vrecord(worker, task ? task->name : NULL, op, fmt, ap);
-    va_end(ap);
-}
-
-void sc_fail_record_from(int worker, const char *task, const char *op, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vrecord(worker, task, op, fmt, ap);
-    va_end(ap);
-}
-
-int sc_fail_first(struct sc_fail *f)
-{
-    const struct slot *first = NULL;
-    for (int w = 0; w < STARPU_NMAXWORKERS; w++)
-        if (__atomic_load_n(&slots[w].state, __ATOMIC_ACQUIRE) == SLOT_READY && (!first || slots[w].seq < first->seq))
-            first = &slots[w];
-    if (first)
-        *f = first->f;
-    return first != NULL;
-}
-
-void sc_fail_describe(const struct sc_fail *f, char *buf, size_t size)
-{
-    if (f->task[0] && strcmp(f->task, f->kernel))
-        snprintf(buf, size, "kernel %s (%s) failed on worker %s: %s", f->task, f->kernel, f->where, f->cause);
-    else
-        snprintf(buf, size, "kernel %s failed on worker %s: %s", f->kernel, f->where, f->cause);
-}
-
-void sc_fail_set_reported(void)
-{
-    __atomic_store_n(&reported, 1, __ATOMIC_RELAXED);
-}
-
-/* Called by sc_codelets_shutdown, once every task has run. */
-void sc_fail_say_unreported(void)
-{
-    struct sc_fail f;
-    if (__atomic_load_n(&reported, __ATOMIC_RELAXED) || !sc_fail_first(&f))
-        return;
-    char line[sizeof f.task + sizeof f.kernel + sizeof f.where + sizeof f.cause + 64];
-    sc_fail_describe(&f, line, sizeof line);
-    fprintf(stderr, "starconv: %s\n", line);
-    sc_fail_set_reported();
+    static const struct sc_fail_workers starpu_workers = {current_worker, worker_name};
+    sc_fail_set_workers(&starpu_workers);
 }
 
 /* ---- injected failures ---- */
@@ -127,7 +42,7 @@ void sc_fail_say_unreported(void)
 int sc_fail_inject_on; /* this rank has a failure to inject */
 static int inject_now; /* ... in the iteration being submitted */
 static int64_t inject_iteration;
-static char inject_name[sizeof slots[0].f.task], inject_spec[128];
+static char inject_name[sizeof(((struct sc_fail *)0)->task)], inject_spec[128]; /* the name as a record holds it */
 
 int sc_fail_inject_setup(const char *spec, int rank)
 {

@@ -1,9 +1,9 @@
 /* Fully connected layer: x[n][in], params = [W[out][in] | b[out]]; the
- * products through CBLAS on CPU workers (kernel_fc.c), cuBLAS on CUDA
- * workers (kernel_fc_cublas.c). */
+ * products through CBLAS on CPU workers (kernels/fc.c), cuBLAS on CUDA
+ * workers (kernels/fc_cublas.c). */
 #include "cl_common.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 #endif
 
 static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in,
@@ -26,7 +26,7 @@ static void cl_fc_fwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_fc_compute(0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute(SC_FC_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -36,7 +36,7 @@ static void cl_fc_fwd_cuda_func(void *buffers[], void *cl_arg)
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_fc_compute_cuda(&c, 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute_cuda(&c, SC_FC_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                        (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 #endif
@@ -64,7 +64,7 @@ static void cl_fc_bwd_data_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_fc_compute(1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute(SC_FC_BWD_DATA, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -74,7 +74,7 @@ static void cl_fc_bwd_data_cuda_func(void *buffers[], void *cl_arg)
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_fc_compute_cuda(&c, 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute_cuda(&c, SC_FC_BWD_DATA, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                        (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 #endif
@@ -102,7 +102,7 @@ static void cl_fc_bwd_weights_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_fc_compute(2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute(SC_FC_BWD_WEIGHTS, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -112,7 +112,7 @@ static void cl_fc_bwd_weights_cuda_func(void *buffers[], void *cl_arg)
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_fc_compute_cuda(&c, 2, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute_cuda(&c, SC_FC_BWD_WEIGHTS, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                        (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 #endif

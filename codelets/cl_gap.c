@@ -1,7 +1,8 @@
-/* Global average pooling, forward and backward. */
+/* Global average pooling, forward and backward (kernels/vector.c). */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
@@ -26,19 +27,8 @@ static void cl_gap_fwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct gap_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *x = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    float *y = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    size_t rows = (size_t)a.n * a.c;
-    for (size_t r = 0; r < rows; r++) {
-        const float *p = x + r * a.hw;
-        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        int i = 0;
-        for (; i + 4 <= a.hw; i += 4)
-            s0 += p[i], s1 += p[i + 1], s2 += p[i + 2], s3 += p[i + 3];
-        for (; i < a.hw; i++)
-            s0 += p[i];
-        y[r] = (float)(a.scale * ((s0 + s1) + (s2 + s3)));
-    }
+    sc_gap_fwd((float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+               (size_t)a.n * a.c, a.hw, a.scale);
 }
 
 #ifdef SC_USE_CUDA
@@ -75,15 +65,8 @@ static void cl_gap_bwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct gap_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    const float *dy = (const float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    float *dx = (float *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    size_t rows = (size_t)a.n * a.c;
-    for (size_t r = 0; r < rows; r++) {
-        float v = a.scale * dy[r];
-        float *p = dx + r * a.hw;
-        for (int i = 0; i < a.hw; i++)
-            p[i] = v;
-    }
+    sc_gap_bwd((float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+               (size_t)a.n * a.c, a.hw, a.scale);
 }
 
 #ifdef SC_USE_CUDA

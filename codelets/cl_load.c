@@ -1,7 +1,8 @@
-/* Gathers a batch of uint8 samples into a float tile.  The index array
- * travels inside the task's argument block, which StarPU frees with the
- * task, so the caller may reuse its array at once. */
+/* Gathers a batch of uint8 samples into a float tile (kernels/load.c).
+ * The index array travels inside the task's argument block, which StarPU
+ * frees with the task, so the caller may reuse its array at once. */
 #include "cl_common.h"
+#include "kernels/load.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -15,20 +16,8 @@ struct load_args {
 static void cl_load_batch_cpu_func(void *buffers[], void *cl_arg)
 {
     const struct load_args *a = cl_arg;
-    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]);
-    for (int i = 0; i < a->n; i++) {
-        float *dst = x + (size_t)i * a->pixels;
-        if (a->idx[i] < 0) { /* padding (see sc_insert_load_labels) */
-            memset(dst, 0, (size_t)a->pixels * sizeof(float));
-            labels[i] = -1;
-            continue;
-        }
-        const uint8_t *src = a->images + (size_t)a->idx[i] * a->pixels;
-        for (int p = 0; p < a->pixels; p++)
-            dst[p] = src[p] / 255.0f;
-        labels[i] = a->labels[a->idx[i]];
-    }
+    sc_load_batch(a->images, a->labels, a->pixels, a->n, a->idx, (float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                  (int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]));
 }
 
 /* The argument block holds pointers and indices that change every batch;
@@ -76,29 +65,13 @@ struct block_args {
 static void cl_load_images_cpu_func(void *buffers[], void *cl_arg)
 {
     const struct block_args *a = cl_arg;
-    const struct sc_load_block *b = &a->b;
-    float *x = (float *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    int rows = b->r1 - b->r0, cols = b->c1 - b->c0;
-    for (int i = 0; i < a->n; i++)
-        for (int ch = 0; ch < b->c; ch++)
-            for (int r = 0; r < rows; r++) {
-                float *dst = x + (((size_t)i * b->c + ch) * rows + r) * cols;
-                if (a->idx[i] < 0) {
-                    memset(dst, 0, (size_t)cols * sizeof(float));
-                    continue;
-                }
-                const uint8_t *src = a->src + (((size_t)a->idx[i] * b->c + ch) * b->h + b->r0 + r) * b->w + b->c0;
-                for (int c = 0; c < cols; c++)
-                    dst[c] = src[c] / 255.0f;
-            }
+    sc_load_images(a->src, &a->b, a->n, a->idx, (float *)STARPU_VECTOR_GET_PTR(buffers[0]));
 }
 
 static void cl_load_labels_cpu_func(void *buffers[], void *cl_arg)
 {
     const struct block_args *a = cl_arg;
-    int32_t *labels = (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]);
-    for (int i = 0; i < a->n; i++)
-        labels[i] = a->idx[i] < 0 ? -1 : a->src[a->idx[i]];
+    sc_load_labels(a->src, a->n, a->idx, (int32_t *)STARPU_VECTOR_GET_PTR(buffers[0]));
 }
 
 static uint32_t block_footprint(struct starpu_task *task)

@@ -1,77 +1,14 @@
-/* Per-pixel softmax cross-entropy (the loss of segmentation networks), for
- * training and for evaluation. */
+/* Per-pixel softmax cross-entropy (the loss of segmentation networks;
+ * kernels/loss.c), for training and for evaluation. */
 #include "cl_common.h"
+#include "kernels/loss.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
 
 #include <math.h>
-
-/* The classes of a pixel are hw apart, so pixels go in blocks of PIX: each
- * pass over the classes then reads PIX consecutive floats per class. */
-
-#define PIX 64
-
-static void pixel_xent(const struct sc_pixel_xent_args *a, const float *logits, const int32_t *labels, float *dlogits,
-                       float *stats)
-{
-    double loss = 0.0;
-    long correct = 0, bad = 0;
-    size_t hw = (size_t)a->hw;
-    for (int i = 0; i < a->n; i++) {
-        const float *l = logits + (size_t)i * a->classes * hw;
-        float *d = dlogits ? dlogits + (size_t)i * a->classes * hw : NULL;
-        const int32_t *lab = labels + (size_t)i * hw;
-        for (size_t p0 = 0; p0 < hw; p0 += PIX) {
-            int np = hw - p0 < PIX ? (int)(hw - p0) : PIX;
-            float mx[PIX];
-            int arg[PIX];
-            double sum[PIX];
-            for (int q = 0; q < np; q++) {
-                mx[q] = l[p0 + q];
-                arg[q] = 0;
-                sum[q] = 0.0;
-            }
-            for (int k = 1; k < a->classes; k++) {
-                const float *lk = l + (size_t)k * hw + p0;
-                for (int q = 0; q < np; q++)
-                    if (lk[q] > mx[q]) { /* first maximum wins ties */
-                        mx[q] = lk[q];
-                        arg[q] = k;
-                    }
-            }
-            for (int k = 0; k < a->classes; k++) {
-                const float *lk = l + (size_t)k * hw + p0;
-                for (int q = 0; q < np; q++)
-                    sum[q] += exp((double)lk[q] - mx[q]);
-            }
-            for (int q = 0; q < np; q++) {
-                int y = lab[p0 + q];
-                if (y < 0 || y >= a->classes) {
-                    bad += y != -1; /* -1: a padding sample's, ignored */
-                    continue;
-                }
-                loss += log(sum[q]) - ((double)l[(size_t)y * hw + p0 + q] - mx[q]);
-                correct += arg[q] == y;
-            }
-            if (!d)
-                continue;
-            for (int k = 0; k < a->classes; k++) {
-                const float *lk = l + (size_t)k * hw + p0;
-                float *dk = d + (size_t)k * hw + p0;
-                const int32_t *lb = lab + p0;
-                for (int q = 0; q < np; q++)
-                    dk[q] = a->scale * (float)(exp((double)lk[q] - mx[q]) / sum[q] - (lb[q] == k));
-            }
-        }
-    }
-    if (bad) /* the data sets' labels are made valid: these are not */
-        sc_fail_record(dlogits ? "pixel_xent" : "pixel_xent_eval", "%ld labels outside [0, %d)", bad, a->classes);
-    stats[0] = (float)loss;
-    stats[1] = (float)correct;
-}
 
 static int pixel_xent_check(const struct sc_pixel_xent_args *a, const char *op, starpu_data_handle_t logits,
                             starpu_data_handle_t labels, starpu_data_handle_t dlogits, starpu_data_handle_t stats)
@@ -96,8 +33,9 @@ static void cl_pixel_xent_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_pixel_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    pixel_xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-               (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]));
+    sc_pixel_xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                  (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+                  (float *)STARPU_VECTOR_GET_PTR(buffers[3]));
 }
 
 #ifdef SC_USE_CUDA
@@ -105,11 +43,12 @@ static void pixel_xent_cuda(void *buffers[], void *cl_arg, int train)
 {
     struct sc_pixel_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_cuda_run_xent(train ? "pixel_xent" : "pixel_xent_eval", a.n, a.classes, a.hw, a.scale, 0,
-                     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-                     (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                     train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
-                     (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]));
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_xent_compute_cuda(&c, train ? "pixel_xent" : "pixel_xent_eval", a.n, a.classes, a.hw, a.scale, 0,
+                         (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                         (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                         train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+                         (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]));
 }
 
 static void cl_pixel_xent_cuda_func(void *buffers[], void *cl_arg)
@@ -148,8 +87,8 @@ static void cl_pixel_xent_eval_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_pixel_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    pixel_xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-               NULL, (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
+    sc_pixel_xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                  (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL, (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
 SC_PERFMODEL(pixel_xent_eval_model, "sc_pixel_xent_eval", sc_footprint_args);

@@ -1,39 +1,24 @@
 /* Max and average pooling, forward and backward: on CPU workers through
- * oneDNN (kernel_pool.c), on CUDA workers through our own kernels.  Max
- * pooling's forward leaves in a workspace which input won each window; the
- * backward reads it instead of recomputing. */
+ * oneDNN (kernels/pool.c), on CUDA workers through our own kernels
+ * (kernels/pool_cuda.c).  Max pooling's forward leaves in a workspace
+ * which input won each window; the backward reads it instead of
+ * recomputing. */
 #include "cl_common.h"
 
 #include <stdlib.h>
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
 
 #ifdef SC_USE_CUDA
-/* Own kernels rather than cuDNN's pooling: the backward pass has only dy
- * and the workspace (no x, y), and the workspace must be oneDNN's, so that
- * a forward and a backward may run on different kinds of workers
- * (cuda/sc_kernels_nn.cu). */
-void sc_pool_compute_cuda(const struct sc_cuda_ctx *c, int bwd, const struct sc_pool_args *a, const float *in,
-                          float *out, void *ws)
-{
-    struct sc_cuda_pool p = {a->n, a->c, a->h, a->w, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw,
-                             a->oh, a->ow, a->max, a->include_pad};
-    cudaStream_t s = c->stream;
-    if (bwd)
-        sc_cuda_check(sc_cuda_pool_bwd(&p, in, ws, out, s), "pool_bwd");
-    else
-        sc_cuda_check(sc_cuda_pool_fwd(&p, in, out, ws, s), "pool_fwd");
-}
-
 static void cl_pool_fwd_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_pool_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_pool_compute_cuda(&c, 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_pool_compute_cuda(&c, SC_POOL_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (float *)STARPU_VECTOR_GET_PTR(buffers[1]), (void *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -42,7 +27,7 @@ static void cl_pool_bwd_cuda_func(void *buffers[], void *cl_arg)
     struct sc_pool_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
     struct sc_cuda_ctx c = sc_cuda_ctx_self();
-    sc_pool_compute_cuda(&c, 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_pool_compute_cuda(&c, SC_POOL_BWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                          (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (void *)STARPU_VECTOR_GET_PTR(buffers[1]));
 }
 #endif
@@ -76,7 +61,7 @@ static void cl_pool_fwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_pool_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_pool_compute(sc_kernel_worker_self(), 0, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_pool_compute(sc_kernel_worker_self(), SC_POOL_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                     (float *)STARPU_VECTOR_GET_PTR(buffers[1]), (void *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -102,7 +87,7 @@ static void cl_pool_bwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_pool_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_pool_compute(sc_kernel_worker_self(), 1, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_pool_compute(sc_kernel_worker_self(), SC_POOL_BWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                     (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (void *)STARPU_VECTOR_GET_PTR(buffers[1]));
 }
 

@@ -1,26 +1,18 @@
 /* ReLU backward, for the layers whose ReLU is fused into the forward
- * kernel: y is the fused output, and y > 0 exactly where the input was. */
+ * kernel (kernels/vector.c). */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
-
-/* In SIMD lanes, as sc_relu_inplace: the signs are random, so a branch
- * per element would mispredict half the time. */
-static void relu_bwd(float *restrict dy, const float *restrict y, int n)
-{
-#pragma omp simd
-    for (int i = 0; i < n; i++)
-        dy[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-}
 
 static void cl_relu_bwd_cpu_func(void *buffers[], void *cl_arg)
 {
     int n;
     starpu_codelet_unpack_args(cl_arg, &n);
-    relu_bwd((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
+    sc_relu_bwd((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), n);
 }
 
 #ifdef SC_USE_CUDA

@@ -1,36 +1,15 @@
-/* SGD with momentum and weight decay, as torch.optim.SGD, with the
- * non-finite watch (--nonfinite) and the whole-batch gate. */
+/* SGD with momentum and weight decay, as torch.optim.SGD
+ * (kernels/vector.c), with the non-finite watch (--nonfinite) and the
+ * whole-batch gate. */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
 
 #include <string.h>
-
-/* Blocks of restrict pointers vectorize at -O2: the optimizer update of a
- * large layer is otherwise a visible part of an iteration. */
-#define BLOCK 16
-
-static inline void sgd1(const struct sc_sgd_args *a, float *w, float *v, float g)
-{
-    *v = a->momentum * *v + (g + a->weight_decay * *w);
-    *w -= a->lr * *v;
-}
-
-static void sgd(const struct sc_sgd_args *a, float *restrict w, float *restrict v, const float *restrict g, size_t n)
-{
-    size_t i = 0;
-    for (; i + BLOCK <= n; i += BLOCK) {
-        float *wb = w + i, *vb = v + i;
-        const float *gb = g + i;
-        for (int j = 0; j < BLOCK; j++)
-            sgd1(a, &wb[j], &vb[j], gb[j]);
-    }
-    for (; i < n; i++)
-        sgd1(a, &w[i], &v[i], g[i]);
-}
 
 void sc_nonfinite_record(struct sc_nonfinite *w, int64_t it)
 {
@@ -61,8 +40,9 @@ static void cl_sgd_cpu_func(void *buffers[], void *cl_arg)
             return;
         }
     }
-    sgd(&a, (float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
-        (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), STARPU_VECTOR_GET_NX(buffers[0]));
+    sc_sgd_update((float *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                  (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), STARPU_VECTOR_GET_NX(buffers[0]), a.lr, a.momentum,
+                  a.weight_decay);
 }
 
 #ifdef SC_USE_CUDA

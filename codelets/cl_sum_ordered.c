@@ -1,47 +1,26 @@
 /* Ordered sum: dst = ((src[0] + src[1]) + ...) + src[count-1], the same
  * bits on every rank (the group sums of split batch normalization). */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
 
 #include <stdio.h>
-#include <string.h>
 
-/* Buffers: the count sources, then dst.  Element blocks are summed in a
- * local array and then stored, so dst may alias a source. */
-
-#define SUM_BLOCK 256
-
-#define SUM_ORDERED(T, count, buffers, n)                                                                              \
-    do {                                                                                                               \
-        T *dst_ = (T *)STARPU_VECTOR_GET_PTR((buffers)[count]);                                                        \
-        for (size_t b0 = 0; b0 < (n); b0 += SUM_BLOCK) {                                                               \
-            size_t nb = (n)-b0 < SUM_BLOCK ? (n)-b0 : SUM_BLOCK;                                                       \
-            T acc[SUM_BLOCK];                                                                                          \
-            const T *s0 = (const T *)STARPU_VECTOR_GET_PTR((buffers)[0]) + b0;                                         \
-            for (size_t j = 0; j < nb; j++)                                                                            \
-                acc[j] = s0[j];                                                                                        \
-            for (int k = 1; k < (count); k++) {                                                                        \
-                const T *sk = (const T *)STARPU_VECTOR_GET_PTR((buffers)[k]) + b0;                                     \
-                for (size_t j = 0; j < nb; j++)                                                                        \
-                    acc[j] += sk[j];                                                                                   \
-            }                                                                                                          \
-            memcpy(dst_ + b0, acc, nb * sizeof(T));                                                                    \
-        }                                                                                                              \
-    } while (0)
+/* Buffers: the count sources, then dst. */
 
 static void cl_sum_ordered_cpu_func(void *buffers[], void *cl_arg)
 {
     int count, elemsize;
     starpu_codelet_unpack_args(cl_arg, &count, &elemsize);
-    size_t n = STARPU_VECTOR_GET_NX(buffers[count]);
-    if (elemsize == (int)sizeof(double))
-        SUM_ORDERED(double, count, buffers, n);
-    else
-        SUM_ORDERED(float, count, buffers, n);
+    const void *src[SC_SUM_ORDERED_MAX];
+    for (int k = 0; k < count; k++)
+        src[k] = (const void *)STARPU_VECTOR_GET_PTR(buffers[k]);
+    sc_sum_ordered(count, src, (void *)STARPU_VECTOR_GET_PTR(buffers[count]), STARPU_VECTOR_GET_NX(buffers[count]),
+                   elemsize == (int)sizeof(double));
 }
 
 #ifdef SC_USE_CUDA

@@ -1,53 +1,12 @@
-/* Softmax cross-entropy on logits, with the log-sum-exp taken around the
- * row maximum so that large logits neither overflow nor lose the loss. */
+/* Softmax cross-entropy on logits (kernels/loss.c), for training and for
+ * evaluation. */
 #include "cl_common.h"
+#include "kernels/loss.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
-
-#include <math.h>
-
-/* Loss and accuracy of n rows into stats; dlogits too when not NULL. */
-static void xent(const struct sc_xent_args *a, const float *logits, const int32_t *labels,
-                 float *dlogits, float *stats)
-{
-    double loss = 0.0;
-    int correct = 0, bad = 0;
-    for (int i = 0; i < a->n; i++) {
-        const float *l = logits + (size_t)i * a->classes;
-        if (labels[i] == -1) { /* a padding sample (see sc_insert_load_labels) */
-            for (int k = 0; dlogits && k < a->classes; k++)
-                dlogits[(size_t)i * a->classes + k] = 0.0f;
-            continue;
-        }
-        int arg = 0;
-        for (int k = 1; k < a->classes; k++)
-            if (l[k] > l[arg])
-                arg = k;
-        double sum = 0.0;
-        for (int k = 0; k < a->classes; k++)
-            sum += exp((double)l[k] - l[arg]);
-        int y = labels[i];
-        if (y < 0 || y >= a->classes) {
-            bad++;
-            y = -1;
-        } else {
-            loss += log(sum) - ((double)l[y] - l[arg]);
-            correct += arg == y;
-        }
-        if (dlogits) {
-            float *d = dlogits + (size_t)i * a->classes;
-            for (int k = 0; k < a->classes; k++)
-                d[k] = a->scale * (float)(exp((double)l[k] - l[arg]) / sum - (k == y));
-        }
-    }
-    if (bad) /* the data sets' labels are checked when read: these are not valid */
-        sc_fail_record(dlogits ? "xent" : "xent_eval", "%d labels outside [0, %d)", bad, a->classes);
-    stats[0] = (float)loss;
-    stats[1] = (float)correct;
-}
 
 static int xent_check(const struct sc_xent_args *a, const char *op, starpu_data_handle_t logits,
                       starpu_data_handle_t labels, starpu_data_handle_t dlogits,
@@ -66,15 +25,17 @@ static int xent_check(const struct sc_xent_args *a, const char *op, starpu_data_
 }
 
 #ifdef SC_USE_CUDA
-/* The same pass on the GPU: one thread per sample (cuda/sc_kernels_nn.cu). */
+/* The same pass on the GPU: one thread per sample. */
 static void xent_cuda(void *buffers[], void *cl_arg, int train)
 {
     struct sc_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_cuda_run_xent(train ? "xent" : "xent_eval", a.n, a.classes, 1, a.scale, 1,
-                     (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
-                     train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
-                     (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]));
+    struct sc_cuda_ctx c = sc_cuda_ctx_self();
+    sc_xent_compute_cuda(&c, train ? "xent" : "xent_eval", a.n, a.classes, 1, a.scale, 1,
+                         (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                         (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                         train ? (float *)STARPU_VECTOR_GET_PTR(buffers[2]) : NULL,
+                         (float *)STARPU_VECTOR_GET_PTR(buffers[train ? 3 : 2]));
 }
 
 static void cl_xent_cuda_func(void *buffers[], void *cl_arg)
@@ -94,9 +55,8 @@ static void cl_xent_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-         (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]),
-         (float *)STARPU_VECTOR_GET_PTR(buffers[3]));
+    sc_xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+            (float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]));
 }
 
 SC_PERFMODEL(xent_model, "sc_xent", sc_footprint_args);
@@ -124,9 +84,8 @@ static void cl_xent_eval_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_xent_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
-         (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]), NULL,
-         (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
+    sc_xent(&a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const int32_t *)STARPU_VECTOR_GET_PTR(buffers[1]),
+            NULL, (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
 SC_PERFMODEL(xent_eval_model, "sc_xent_eval", sc_footprint_args);

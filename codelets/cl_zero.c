@@ -1,18 +1,17 @@
 /* h = 0, for a vector of any element type (the gate's count). */
 #include "cl_common.h"
+#include "kernels/vector.h"
 #ifdef SC_USE_CUDA
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
 #endif
 
-#include <string.h>
-
 static void cl_zero_cpu_func(void *buffers[], void *cl_arg)
 {
     (void)cl_arg;
-    memset((void *)STARPU_VECTOR_GET_PTR(buffers[0]), 0,
-           STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
+    sc_zero((void *)STARPU_VECTOR_GET_PTR(buffers[0]),
+            STARPU_VECTOR_GET_NX(buffers[0]) * STARPU_VECTOR_GET_ELEMSIZE(buffers[0]));
 }
 
 #ifdef SC_USE_CUDA

@@ -1,4 +1,4 @@
-/* Compute kernels as StarPU codelets, and their submit wrappers.
+/* The kernels (kernels/) as StarPU codelets, and their submit wrappers.
  *
  * A kernel knows nothing of distribution: it sees one tile of a tensor.
  * Every buffer is a StarPU vector (float unless said otherwise); tensors are
@@ -15,7 +15,10 @@
 #include <starpu.h>
 #include <stdint.h>
 
-#include "kernels.h"
+#include "kernels/fail.h"
+#include "kernels/kernels.h"
+#include "kernels/load.h"
+#include "kernels/loss.h"
 
 /* How a wrapper submits its task, given by the caller (every sc_insert_*
  * takes it first): the task's priority, and the kind of worker it may run
@@ -38,26 +41,11 @@ int sc_codelets_init(void);
  * here, so that none goes unsaid. */
 void sc_codelets_shutdown(void);
 
-/* ---- kernel failures (recorded by sc_fail_record, kernels.h) ----
- * Each worker keeps its first failure; the record is sticky: nothing
- * clears it.  A program reads it where it waits for its tasks anyway (the
- * training loop: src/runtime/kernel_failure.h). */
-struct sc_fail {
-    char task[64];   /* the failing task's name ("conv2.fwd"); "" outside a task */
-    char kernel[32]; /* the kernel's own name ("conv_fwd") */
-    int worker;      /* StarPU worker id */
-    char where[32];  /* the worker, as the line names it: "cpu 1", "cuda 0" */
-    char cause[256]; /* "oneDNN: could not create the primitive" */
-};
-/* 1 and the first failure recorded on any worker of this process into
- * *f; 0 when there is none.  Any thread, at any time. */
-int sc_fail_first(struct sc_fail *f);
-/* f as one line: "kernel conv2.fwd (conv_fwd) failed on worker cpu 1:
- * CAUSE". */
-void sc_fail_describe(const struct sc_fail *f, char *buf, size_t size);
-/* The failure has been reported (the run stops on it): shutdown says no
- * more, whatever else fails while the tasks in flight drain. */
-void sc_fail_set_reported(void);
+/* ---- kernel failures ----
+ * The records the kernels and codelets make (sc_fail_record) and their
+ * reading (sc_fail_first, sc_fail_describe, sc_fail_set_reported) are in
+ * kernels/fail.h; sc_codelets_init says there which StarPU worker and task
+ * each thread is. */
 
 /* Failures injected for the tests (tests/test_kernel_failure.sh):
  * SC_TEST_FAIL_KERNEL=NAME@ITERATION[:RANK] makes the tasks named NAME (a
@@ -70,7 +58,7 @@ int sc_fail_inject_setup(const char *spec, int rank);
  * none, e.g. evaluation); only the submitting thread calls it. */
 void sc_fail_inject_iteration(int64_t iteration);
 
-/* ---- convolution (oneDNN; struct sc_conv_args in kernels.h) ---- */
+/* ---- convolution (oneDNN; struct sc_conv_args in kernels/kernels.h) ---- */
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */
 int sc_insert_conv_fwd(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                        starpu_data_handle_t params, starpu_data_handle_t y, const char *name);
@@ -81,7 +69,7 @@ int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_con
 int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
 
-/* ---- pooling (oneDNN; struct sc_pool_args and sc_pool_workspace_bytes in kernels.h) ---- */
+/* ---- pooling (oneDNN; struct sc_pool_args and sc_pool_workspace_bytes in kernels/kernels.h) ---- */
 /* R x, W y, W ws (uint8 vector of sc_pool_workspace_bytes; ignored, may be
  * a 1-byte handle, for average pooling) */
 int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,
@@ -106,11 +94,7 @@ int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc
 int sc_insert_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy, starpu_data_handle_t y,
                        const char *name);
 
-/* ---- softmax cross-entropy ---- */
-struct sc_xent_args {
-    int n, classes;
-    float scale;         /* dlogits = scale * (softmax - onehot); 1/global batch */
-};
+/* ---- softmax cross-entropy (struct sc_xent_args in kernels/loss.h) ---- */
 /* R logits[n*classes], R labels (int32 vector, n), W dlogits[n*classes],
  * W stats (float vector of 2: {sum over the n samples of -log p(label),
  * number of samples whose argmax equals the label}) */
@@ -128,14 +112,11 @@ int sc_insert_load_batch(const struct sc_task_opts *opts, const uint8_t *images,
                          int n, const int32_t *idx, starpu_data_handle_t x, starpu_data_handle_t labels,
                          const char *name);
 
-/* A block of each sample, for spatially split inputs, and the labels on
- * their own (the loss layer's tiles may hold other samples than the
- * input's).  An index of -1 is a padding sample (evaluation's last batch):
- * zeros, and label -1, which the loss ignores.  W x[n*c*rows*cols]. */
-struct sc_load_block {
-    int c, h, w;              /* the data set's sample shape */
-    int r0, r1, c0, c1;       /* the block */
-};
+/* A block of each sample, for spatially split inputs (struct
+ * sc_load_block in kernels/load.h), and the labels on their own (the loss
+ * layer's tiles may hold other samples than the input's).  An index of -1
+ * is a padding sample (evaluation's last batch): zeros, and label -1,
+ * which the loss ignores.  W x[n*c*rows*cols]. */
 int sc_insert_load_images(const struct sc_task_opts *opts, const uint8_t *images, const struct sc_load_block *b, int n,
                           const int32_t *idx, starpu_data_handle_t x, const char *name);
 /* W labels (int32, n) */

@@ -11,6 +11,9 @@
 #ifndef SC_CODELETS_LAYERS_H
 #define SC_CODELETS_LAYERS_H
 
+#include "kernels/bn.h"
+#include "kernels/loss.h"
+
 /* ---- batch normalization ----
  *
  * Training goes through per-channel sums so that the statistics of a batch
@@ -22,13 +25,8 @@
  *   on each tile, sc_insert_bn_param_grad once.
  * stats and dstats are double vectors of 2c: [sum over the channel | sum of
  * squares] (stats) or [sum dy | sum dy*xhat] (dstats).  params is the
- * layer's float vector [gamma[c] | beta[c]]. */
-struct sc_bn_args {
-    int n, c, hw;        /* the tile: x[n*c*hw] */
-    float eps;           /* added to the variance */
-    float momentum;      /* of the running statistics, as PyTorch's (0.1) */
-    int relu;            /* 1: y = max(0, bn(x)) */
-};
+ * layer's float vector [gamma[c] | beta[c]].  struct sc_bn_args:
+ * kernels/bn.h. */
 /* R x[n*c*hw], W stats (double, 2c): stats[ch] = sum of x over n and hw,
  * stats[c+ch] = sum of x^2.  Overwritten. */
 int sc_insert_bn_stats(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
@@ -97,18 +95,16 @@ int sc_insert_gap_fwd(const struct sc_task_opts *opts, int n, int c, int hw, flo
 int sc_insert_gap_bwd(const struct sc_task_opts *opts, int n, int c, int hw, float scale, starpu_data_handle_t dy,
                       starpu_data_handle_t dx, const char *name);
 
-/* ---- per-pixel softmax cross-entropy (segmentation-like outputs) ---- */
-struct sc_pixel_xent_args {
-    int n, classes, hw;
-    float scale;         /* dlogits = scale * (softmax - onehot) */
-};
+/* ---- per-pixel softmax cross-entropy (segmentation-like outputs;
+ * struct sc_pixel_xent_args in kernels/loss.h) ---- */
 /* R logits[n*classes*hw] (logits[(i*classes+k)*hw + p]), R labels (int32,
  * n*hw: labels[i*hw + p] in [0, classes)), W dlogits (as logits),
  * W stats (float, 2: {sum over the pixels of -log p(label) (summed in
  * double), number of pixels whose argmax equals the label}).  The softmax
  * is taken around the maximum of each pixel.  A label out of range counts
- * neither loss nor accuracy (its gradient is scale*softmax) and is reported
- * on stderr. */
+ * neither loss nor accuracy (its gradient is scale*softmax) and is
+ * recorded as the kernel's failure (kernels/fail.h); -1 (a padding
+ * sample's) is not. */
 int sc_insert_pixel_xent(const struct sc_task_opts *opts, const struct sc_pixel_xent_args *a,
                          starpu_data_handle_t logits, starpu_data_handle_t labels, starpu_data_handle_t dlogits,
                          starpu_data_handle_t stats, const char *name);

@@ -1,27 +1,12 @@
-/* The CUDA workers' own state: a cuDNN and a cuBLAS handle bound to the
- * worker's StarPU stream, device buffers grown on demand and pinned memory
- * for the verdicts the host needs (the convolution algorithms chosen per
- * shape live in cl_common.c's per-worker cache), the cuDNN workspace's
- * size, and the cross-entropy runner the two softmax losses share.  No
- * codelets here: each op's CUDA function is in its own cl_<op>.c.  Built
- * only with SC_USE_CUDA. */
+/* The CUDA workers' state under StarPU (cuda_worker.h): one
+ * struct sc_cuda_worker (kernels/cuda_ctx.h) per CUDA worker, made on the
+ * worker's StarPU stream (the convolution algorithms chosen per shape live
+ * in the per-worker kernel state of cl_common.c), and the cuDNN
+ * workspace's size.  Built only with SC_USE_CUDA. */
 #include "cl_common.h"
-#include "cuda/sc_cuda.h"
+#include "cuda_worker.h"
 
 #include <starpu_cuda.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-
-struct sc_cuda_worker {
-    int ready;
-    cudaStream_t stream;
-    cudnnHandle_t cudnn;
-    cublasHandle_t cublas;
-    void *buf[SC_CUDA_NBUFS];
-    size_t len[SC_CUDA_NBUFS];
-    struct sc_cuda_verdict *pinned;
-};
 
 static struct sc_cuda_worker workers[STARPU_NMAXWORKERS];
 
@@ -33,96 +18,17 @@ static struct sc_cuda_worker *me(void)
     return &workers[id];
 }
 
-int sc_cuda_check(cudaError_t e, const char *op)
-{
-    if (e == cudaSuccess)
-        return 0;
-    sc_fail_record(op, "CUDA: %s", cudaGetErrorString(e));
-    return -1;
-}
-
-int sc_cudnn_check(cudnnStatus_t e, const char *op)
-{
-    if (e == CUDNN_STATUS_SUCCESS)
-        return 0;
-    sc_fail_record(op, "cuDNN: %s", cudnnGetErrorString(e));
-    return -1;
-}
-
-int sc_cublas_check(cublasStatus_t e, const char *op)
-{
-    if (e == CUBLAS_STATUS_SUCCESS)
-        return 0;
-    sc_fail_record(op, "cuBLAS: error %d", (int)e);
-    return -1;
-}
-
-/* w's cuDNN and cuBLAS handles, bound to w->stream: 0, or -1 with the
- * library's error recorded (sc_fail_record: on stderr outside a worker). */
-static int bind_handles(struct sc_cuda_worker *w)
-{
-    if (sc_cudnn_check(cudnnCreate(&w->cudnn), "cuDNN start-up") ||
-        sc_cudnn_check(cudnnSetStream(w->cudnn, w->stream), "cuDNN start-up") ||
-        sc_cublas_check(cublasCreate(&w->cublas), "cuBLAS start-up") ||
-        sc_cublas_check(cublasSetStream(w->cublas, w->stream), "cuBLAS start-up"))
-        return -1;
-    return 0;
-}
-
 static void init_worker(void *arg)
 {
     (void)arg;
     int id = starpu_worker_get_id();
-    struct sc_cuda_worker *w = &workers[id];
-    memset(w, 0, sizeof *w);
-    w->stream = starpu_cuda_get_local_stream();
-    if (bind_handles(w) || sc_cuda_check(cudaMallocHost((void **)&w->pinned, sizeof *w->pinned), "CUDA start-up"))
-        return; /* not ready: its kernels report the failure */
-    w->ready = 1;
-}
-
-static void release_worker(struct sc_cuda_worker *w)
-{
-    if (w->stream)
-        cudaStreamSynchronize(w->stream);
-    for (int i = 0; i < SC_CUDA_NBUFS; i++)
-        if (w->buf[i])
-            cudaFree(w->buf[i]);
-    if (w->pinned)
-        cudaFreeHost(w->pinned);
-    if (w->cublas)
-        cublasDestroy(w->cublas);
-    if (w->cudnn)
-        cudnnDestroy(w->cudnn);
-    memset(w, 0, sizeof *w);
+    sc_cuda_worker_init(&workers[id], starpu_cuda_get_local_stream()); /* sc_cuda_init checks it is ready */
 }
 
 static void shutdown_worker(void *arg)
 {
     (void)arg;
-    release_worker(&workers[starpu_worker_get_id()]);
-}
-
-/* cuDNN's fastest algorithms may want large workspaces; the limit bounds
- * each CUDA worker's replicate of the scratch handle (and, as StarPU gives
- * every worker that runs a convolution one, each CPU worker's too, in host
- * memory).  Algorithms needing more are passed over. */
-#define SC_CUDNN_WORKSPACE_MB_DEFAULT 64
-#define SC_CUDNN_WORKSPACE_MB_MAX     4095
-
-int sc_cuda_workspace_limit(size_t *bytes)
-{
-    long mb = SC_CUDNN_WORKSPACE_MB_DEFAULT;
-    const char *env = getenv("SC_CUDNN_WORKSPACE_MB");
-    if (env) {
-        char *end;
-        mb = strtol(env, &end, 10);
-        if (end == env || *end || mb < 0 || mb > SC_CUDNN_WORKSPACE_MB_MAX)
-            return sc_error(SC_ERR_ARG, "SC_CUDNN_WORKSPACE_MB: '%.32s' is not a size in MiB from 0 to %d", env,
-                            SC_CUDNN_WORKSPACE_MB_MAX);
-    }
-    *bytes = (size_t)mb << 20;
-    return 0;
+    sc_cuda_worker_release(&workers[starpu_worker_get_id()]);
 }
 
 int sc_cuda_workspace_bytes(size_t *bytes)
@@ -174,68 +80,10 @@ struct sc_cuda_ctx sc_cuda_ctx_self(void)
     return c;
 }
 
-void *sc_cuda_worker_buf(int i, size_t bytes)
-{
-    return sc_cuda_buf(me(), i, bytes);
-}
-
-void *sc_cuda_buf(struct sc_cuda_worker *w, int i, size_t bytes)
-{
-    if (!w || i < 0 || i >= SC_CUDA_NBUFS)
-        return NULL;
-    if (bytes == 0)
-        bytes = 1;
-    if (w->len[i] >= bytes)
-        return w->buf[i];
-    size_t len = w->len[i] * 2 > bytes ? w->len[i] * 2 : bytes;
-    len = (len + 255) & ~(size_t)255;
-    if (w->buf[i] && sc_cuda_check(cudaFreeAsync(w->buf[i], w->stream), "device buffer"))
-        return NULL;
-    w->buf[i] = NULL;
-    w->len[i] = 0;
-    void *p;
-    if (sc_cuda_check(cudaMallocAsync(&p, len, w->stream), "device buffer"))
-        return NULL;
-    w->buf[i] = p;
-    w->len[i] = len;
-    return p;
-}
-
-int sc_cuda_ctx_open(struct sc_cuda_ctx *c)
-{
-    memset(c, 0, sizeof *c);
-    struct sc_cuda_worker *w = calloc(1, sizeof *w);
-    if (!w)
-        return sc_error(SC_ERR_NOMEM, "out of memory for a CUDA context");
-    c->cw = w;
-    if (sc_cuda_check(cudaStreamCreateWithFlags(&w->stream, cudaStreamNonBlocking), "CUDA start-up") ||
-        bind_handles(w) || !(c->kw = sc_kernel_worker_create()))
-        return sc_error(SC_ERR_RUNTIME, "no CUDA context on this device (see the error above)");
-    c->stream = w->stream;
-    c->cudnn = w->cudnn;
-    c->cublas = w->cublas;
-    return 0;
-}
-
-void sc_cuda_ctx_close(struct sc_cuda_ctx *c)
-{
-    struct sc_cuda_worker *w = c->cw;
-    if (c->kw)
-        sc_kernel_worker_destroy(c->kw);
-    if (w) {
-        cudaStream_t s = w->stream;
-        release_worker(w); /* synchronizes the stream first */
-        if (s)
-            cudaStreamDestroy(s);
-        free(w);
-    }
-    memset(c, 0, sizeof *c);
-}
-
 /* The device int beside the cross-entropy's accumulators. */
 int *sc_cuda_small_int(void)
 {
-    char *p = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
+    char *p = sc_cuda_buf(me(), SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
     return p ? (int *)(p + SC_CUDA_XENT_SCRATCH) : NULL;
 }
 
@@ -243,43 +91,4 @@ struct sc_cuda_verdict *sc_cuda_worker_verdict(void)
 {
     struct sc_cuda_worker *w = me();
     return w ? w->pinned : NULL;
-}
-
-struct labels_report {
-    const char *op;
-    int classes;
-    const struct sc_cuda_verdict *v;
-    int worker;       /* that launched it */
-    const char *task; /* its name, which outlives the task (the layer's) */
-};
-
-/* On no worker: the record names the worker and task that launched it. */
-static void CUDART_CB labels_report_cb(void *arg)
-{
-    struct labels_report *r = arg;
-    if (r->v->bad_labels) /* the data sets' labels are made valid: these are not */
-        sc_fail_record_from(r->worker, r->task, r->op, "%d labels outside [0, %d)", r->v->bad_labels, r->classes);
-    free(r);
-}
-
-void sc_cuda_run_xent(const char *op, int n, int classes, int hw, float scale, int pad_label, const float *logits,
-                      const int32_t *labels, float *dlogits, float *stats)
-{
-    cudaStream_t s = starpu_cuda_get_local_stream();
-    struct sc_cuda_worker *w = me();
-    char *scratch = sc_cuda_worker_buf(SC_CUDA_BUF_SMALL, SC_CUDA_XENT_SCRATCH + sizeof(int));
-    struct labels_report *r = malloc(sizeof *r);
-    if (!w || !scratch || !r) {
-        free(r);
-        sc_fail_record(op, !w ? "no CUDA worker state" : !scratch ? "no device buffer" : "out of memory");
-        return;
-    }
-    int *bad = (int *)(scratch + SC_CUDA_XENT_SCRATCH);
-    struct starpu_task *task = starpu_task_get_current();
-    *r = (struct labels_report){op, classes, w->pinned, starpu_worker_get_id(), task ? task->name : NULL};
-    if (sc_cuda_check(sc_cuda_xent(n, classes, hw, scale, pad_label, bad, logits, labels, dlogits, stats, scratch, s),
-                      op) ||
-        sc_cuda_check(cudaMemcpyAsync(&w->pinned->bad_labels, bad, sizeof(int), cudaMemcpyDeviceToHost, s), op) ||
-        sc_cuda_check(cudaLaunchHostFunc(s, labels_report_cb, r), op))
-        free(r);
 }

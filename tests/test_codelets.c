@@ -665,9 +665,9 @@ static void test_gradients(void)
         rm(all[i]);
 }
 
-/* A kernel's own failure goes to its worker's record (codelets.h: struct
- * sc_fail), which the training loop reads: none after every test above,
- * then an xent task given a label outside the classes. */
+/* A kernel's own failure goes to its worker's record (kernels/fail.h:
+ * struct sc_fail), which the training loop reads: none after every test
+ * above, then an xent task given a label outside the classes. */
 static void test_fail_record(void)
 {
     enum { N = 3, K = 10 };

@@ -1,5 +1,5 @@
 #!/bin/sh
-# nvcc compiles every CUDA source (codelets/cuda/*.cu) to an object, on any
+# nvcc compiles every CUDA source (kernels/cuda/*.cu) to an object, on any
 # machine with nvcc, GPU or not, CUDA codelets configured or not (the
 # kernels need only the CUDA runtime headers).  Warnings are errors.
 # Skipped (77) without nvcc.  make cuda-compile-check runs it too.
@@ -18,12 +18,12 @@ if [ -z "$nvcc" ]; then
     echo "skipped: no nvcc"
     exit 77
 fi
-flags=${SC_NVCCFLAGS:-"-std=c++17 -O2 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80 -Xcompiler -fPIC,-Wall,-Wextra -I$top/codelets/cuda"}
+flags=${SC_NVCCFLAGS:-"-std=c++17 -O2 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=compute_80 -Xcompiler -fPIC,-Wall,-Wextra -I$top/kernels/cuda"}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/sc-nvcc.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 
-set -- "$top"/codelets/cuda/*.cu
-[ -f "$1" ] || { echo "FAIL: no .cu file under $top/codelets/cuda"; exit 1; }
+set -- "$top"/kernels/cuda/*.cu
+[ -f "$1" ] || { echo "FAIL: no .cu file under $top/kernels/cuda"; exit 1; }
 # In parallel: nvcc spends most of its time in one process per file.
 for f in "$@"; do
     b=$(basename "$f" .cu)

@@ -1,6 +1,6 @@
 # The layers of the source tree include only downward, in this order
 # (lowest first; docs/ARCHITECTURE.md says what each holds):
-#   base/  codelets/  tasks/
+#   base/  kernels/  codelets/  tasks/
 #   src/io/  src/data/  src/runtime/  src/layers/  src/net/  src/planner/
 #   src/report/  src/train/  src/programs/
 # src/starconv.h, the public API's umbrella header, ranks with the
@@ -9,8 +9,8 @@
 # (a folder prefix, else the including file's own folder, else a search of
 # all) and must not be above the including file's folder; a header of
 # another folder is named with its folder ("base/grid.h", "src/net/net.h"),
-# so that what a file depends on shows.  The kernel files of codelets/
-# include no StarPU (below).
+# so that what a file depends on shows.  Nothing under kernels/ knows
+# StarPU (below).
 set -u
 : "${TOP_SRCDIR:?run through make check}"
 cd "$TOP_SRCDIR" || exit 99
@@ -18,7 +18,7 @@ failures=0 nchecked=0
 found=$(mktemp "${TMPDIR:-/tmp}/layering.XXXXXX")
 trap 'rm -f "$found" "$found.fail"' EXIT
 
-LAYERS="base codelets tasks src/io src/data src/runtime src/layers src/net src/planner src/report src/train src/programs"
+LAYERS="base kernels codelets tasks src/io src/data src/runtime src/layers src/net src/planner src/report src/train src/programs"
 ORDER=$(echo "$LAYERS" | sed 's/ / < /g')
 
 rank_of() {
@@ -53,7 +53,7 @@ target_of() {
   fi
 }
 
-files=$(find base codelets tasks src -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+files=$(find base kernels codelets tasks src -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
 for file in $files; do
   from=$(layer_of "$file")
   if [ -z "$from" ]; then
@@ -82,18 +82,20 @@ for file in $files; do
     fi
   done
 done
-# The kernel files (codelets/kernel*) run a library on what a codelet
-# hands them and know nothing of the runtime: no StarPU, and none of the
-# codelet headers that bring it.
-for file in codelets/kernel*.c codelets/kernel*.h; do
-  [ -e "$file" ] || continue
-  grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\(starpu[^">]*\|codelets\.h\|cl_common\.h\|codelets/codelets\.h\|codelets/cl_common\.h\)[">]' "$file" |
+# The kernels (kernels/) compute on what a codelet hands them and know
+# nothing of the runtime: no StarPU header, none of the codelet headers
+# (which bring it; the rank check above also refuses them), and no call,
+# macro or type of StarPU's (starpu_*, STARPU_*), comments included.
+kfiles=$(find kernels -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) | sort)
+[ -n "$kfiles" ] || { echo "FAIL: no file under kernels/"; echo x >>"$found.fail"; }
+for file in $kfiles; do
+  grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\(starpu[^">]*\|codelets/[^">]*\|cl_common\.h\|codelets[^">/]*\.h\)[">]' "$file" |
     while IFS= read -r hit; do
       echo "FAIL $file:${hit%%:*}: a kernel file includes$(printf %s "${hit#*include}" | tr -s " "): kernels take what they need as arguments"
       echo x >>"$found.fail"
     done
-  if grep -q 'starpu_' "$file"; then
-    echo "FAIL $file: a kernel file calls StarPU ($(grep -m1 -n 'starpu_' "$file" | cut -c1-80))"
+  if grep -qi 'starpu_' "$file"; then
+    echo "FAIL $file: a kernel file names StarPU ($(grep -m1 -n -i 'starpu_' "$file" | cut -c1-80))"
     echo x >>"$found.fail"
   fi
 done

@@ -1,5 +1,5 @@
 /* Synthetic data sets: nothing is stored, the load tasks generate each
- * sample from (seed, index) (codelets/cl_synth.c). */
+ * sample from (seed, index) (kernels/synth.c). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -21,11 +21,11 @@
 #include "base/rng.h"
 #include "codelets/codelets.h"
 #include "codelets/codelets_synth.h"
-#include "codelets/kernels.h"
+#include "kernels/kernels.h"
 #include "src/net/net.h"
 #include "tasks/tasks.h"
 #ifdef SC_USE_CUDA
-#include "codelets/cuda/sc_cuda.h"
+#include "kernels/cuda_ctx.h"
 #endif
 
 static double now(void)
@@ -124,7 +124,7 @@ int sc_calibrate_machine(struct sc_calib *c)
     }
     c->stream = 2.0 * (double)bytes / median(t, STREAM_PASSES);
     /* A region task gathers its window and scatters its output row by row,
-     * one memcpy each (codelets/cl_region.c): a block a few columns wide
+     * one memcpy each (kernels/region.c): a block a few columns wide
      * (a split over W) moves its bytes in many short rows, each dearer than
      * its bytes at stream's rate.  Timed here: rows of ROW_FLOATS out of
      * rows 4 times as long (a quarter of each image's width), beyond the
@@ -244,8 +244,9 @@ static int prepare(struct compute *k, const struct sc_layer_work *w, int *nops)
 }
 
 /* One call of w's kernel: op 0 forward, 1 backward data, 2 backward
- * filter, with the arguments its codelet gives it (codelets/cl_*.c), on
- * the CPU or, k->cuda, its CUDA version on device copies of the buffers. */
+ * filter (enum sc_conv_dir, sc_fc_dir, sc_pool_dir: pooling has no 2),
+ * with the arguments its codelet gives it (codelets/cl_*.c), on the CPU
+ * or, k->cuda, its CUDA version on device copies of the buffers. */
 static void run(struct compute *k, const struct sc_layer_work *w, int op)
 {
     float **b = k->buf;
@@ -260,28 +261,28 @@ static void run(struct compute *k, const struct sc_layer_work *w, int op)
     if (w->kind == SC_WORK_CONV) {
         const struct sc_conv_args *a = &w->conv;
         size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
-        float *bias = op == 0 ? b[B_W] + nw : op == 2 ? b[B_DW] + nw : NULL;
+        float *bias = op == SC_CONV_FWD ? b[B_W] + nw : op == SC_CONV_BWD_FILTER ? b[B_DW] + nw : NULL;
         if (!cuda)
-            sc_conv_compute(k->kw, op, a, b[in0[op]], b[in1[op]], b[out[op]], bias);
+            sc_conv_compute(k->kw, (enum sc_conv_dir)op, a, b[in0[op]], b[in1[op]], b[out[op]], bias);
 #ifdef SC_USE_CUDA
         else
-            sc_conv_compute_cuda(&k->ctx, op, a, b[in0[op]], b[in1[op]], b[out[op]], bias, &k->ws);
+            sc_conv_compute_cuda(&k->ctx, (enum sc_conv_dir)op, a, b[in0[op]], b[in1[op]], b[out[op]], bias, &k->ws);
 #endif
     } else if (w->kind == SC_WORK_POOL) {
         /* forward x -> y, backward dy -> dx; the workspace (max) between */
         float *x = b[op ? B_Y : B_X], *y = b[op ? B_DX : B_Y];
         if (!cuda)
-            sc_pool_compute(k->kw, op, &w->pool, x, y, b[B_WS]);
+            sc_pool_compute(k->kw, (enum sc_pool_dir)op, &w->pool, x, y, b[B_WS]);
 #ifdef SC_USE_CUDA
         else
-            sc_pool_compute_cuda(&k->ctx, op, &w->pool, x, y, b[B_WS]);
+            sc_pool_compute_cuda(&k->ctx, (enum sc_pool_dir)op, &w->pool, x, y, b[B_WS]);
 #endif
     } else {
         if (!cuda)
-            sc_fc_compute(op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+            sc_fc_compute((enum sc_fc_dir)op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
 #ifdef SC_USE_CUDA
         else
-            sc_fc_compute_cuda(&k->ctx, op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+            sc_fc_compute_cuda(&k->ctx, (enum sc_fc_dir)op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
 #endif
     }
 }
@@ -485,7 +486,7 @@ int sc_calibrate_compute(struct sc_calib *c, const struct sc_net *net, const str
 destroy:
 #endif
     /* On this thread: oneDNN's per-thread scratchpad is released by the
-     * thread that took it (codelets/kernels.h). */
+     * thread that took it (kernels/kernels.h). */
     sc_kernel_worker_destroy(k.kw);
 done:
     for (int i = 0; i < NBUF; i++)
@@ -569,7 +570,7 @@ int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct
                 continue;
             }
             const uint8_t *src = ds->images + (size_t)i * per;
-            for (size_t p = 0; p < per; p++) /* as cl_load_batch */
+            for (size_t p = 0; p < per; p++) /* as sc_load_batch */
                 x[(size_t)i * per + p] = src[p] / 255.0f;
             labels[0] = ds->labels[i];
         }

@@ -42,7 +42,7 @@ int sc_calibrate_device_cuda(struct sc_calib *c);
 
 /* load: seconds per input element of loading ds's samples, and their
  * labels at the resolution of net's loss, as the load tasks do
- * (codelets/cl_load.c, cl_synth.c): generated (a synthetic data set) or
+ * (kernels/load.c, synth.c): generated (a synthetic data set) or
  * converted from bytes, 8 samples, the median of reps.  Needs neither
  * StarPU nor MPI. */
 int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct sc_dataset *ds, int reps,

@@ -359,7 +359,7 @@ static void window(const struct sc_window *w, int o0, int o1, int *len, int *pad
 /* The kernels one tile of layer l under g runs, each with the role in
  * which it runs (forward, backward data, backward filter), and the bytes
  * its tasks copy around them.  A spatially split layer runs region tasks
- * (src/layers/region.c, codelets/cl_region.c): forward, the interior of
+ * (src/layers/region.c, kernels/region.c): forward, the interior of
  * its output block and up to four boundary strips, each over its input
  * window; backward data, the same cut of its input block, over the
  * outputs touching each part (a convolution without padding, pooling with
@@ -386,7 +386,7 @@ static int region_work(struct works *ws, const struct sc_layer *l, const struct 
     ws->copied[role != FWD] += 4.0 * b->nt * (b->cin * (double)sc_box_area(win) + b->cout * (double)sc_box_area(out));
     ws->rows[role != FWD] += (double)b->nt * (b->cin * rows(win) + b->cout * rows(out));
     /* A max-pooling region learns which input won each output by running
-     * its window forward again (codelets/cl_region.c, pool_bwd). */
+     * its window forward again (kernels/region.c, pool_bwd). */
     int err = 0;
     if (role == BWD_DATA && w.kind == SC_WORK_POOL && w.pool.max)
         err = ws->fn(ws->ctx, &w, BWD_FORWARD, interior);
@@ -583,8 +583,8 @@ static double halo_levels(const struct model *m, const struct sc_grid *g, int r,
 }
 
 /* The rows (per sample and channel) of the pieces a halo of own needs
- * around it: the pack task copies each piece row by row (codelets/
- * cl_region.c), so a piece a column or two wide costs a copy per row
+ * around it: the pack task copies each piece row by row (kernels/
+ * region.c), so a piece a column or two wide costs a copy per row
  * (the calibration's rowcopy), not its bytes.  Traced, wide w2 on 2
  * ranks: its halos' packs took 2.1 ms an iteration against h2's 0.7. */
 static double halo_rows(struct sc_box need, struct sc_box own)

@@ -15,7 +15,7 @@
 #include "src/planner/machine.h"
 #include "src/planner/plan.h"
 #include "src/runtime/runtime.h"
-#include "codelets/kernels.h"
+#include "kernels/kernels.h"
 
 #define DEFAULT_CALIBRATION "starconv-calibration.txt"
 

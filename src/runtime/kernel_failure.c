@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include "codelets/codelets.h"
+#include "kernels/fail.h"
 #include "src/runtime/kernel_failure.h"
 #include "base/error.h"
 

@@ -1,6 +1,7 @@
 /* A kernel that fails stops the run: the failures the workers record
- * (codelets.h: struct sc_fail) are read where the training loop waits for
- * its tasks anyway, and every rank stops at the same sync point. */
+ * (kernels/fail.h: struct sc_fail) are read where the training loop
+ * waits for its tasks anyway, and every rank stops at the same sync
+ * point. */
 #ifndef SC_KERNEL_FAILURE_H
 #define SC_KERNEL_FAILURE_H
 

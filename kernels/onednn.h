@@ -1,8 +1,8 @@
-/* What the oneDNN kernels share (kernel_worker.c): the engine, a worker's
+/* What the oneDNN kernels share (worker.c): the engine, a worker's
  * stream and scratch, and the plumbing between the callers' plain layouts
  * and the layouts the primitives prefer.  For kernel files only. */
-#ifndef SC_KERNEL_DNNL_H
-#define SC_KERNEL_DNNL_H
+#ifndef SC_KERNELS_ONEDNN_H
+#define SC_KERNELS_ONEDNN_H
 
 #include <dnnl.h>
 

@@ -1,8 +1,7 @@
 /* Convolution forward, backward data and backward weights + bias through
- * cuDNN, for the CUDA workers (kernels.h; the CUDA worker's context in
- * cuda/sc_cuda.h).  No StarPU here.  Built with SC_USE_CUDA only. */
-#include "kernels.h"
-#include "cuda/sc_cuda.h"
+ * cuDNN, for the CUDA workers (cuda_ctx.h).  Built with SC_USE_CUDA
+ * only. */
+#include "cuda_ctx.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,8 +13,9 @@
  * algorithms are picked once per shape and worker from cuDNN's heuristics
  * (the first that works in plain FP32: CUDNN_FMA_MATH, no TF32, so that
  * results match the CPU's to float rounding) among those whose workspace
- * fits the task's replicate of the scratch handle (sc_workspace_handle),
- * which StarPU allocates once per worker from its own device allocator. */
+ * fits the workspace the caller gives (a CUDA worker's replicate of the
+ * codelets' scratch handle, allocated once per worker from the runtime's
+ * own device allocator). */
 
 struct conv_cuda_geom {
     int explicit_pad; /* 1: x goes through a padded copy, cuDNN pads 0 */
@@ -82,7 +82,8 @@ static int conv_cuda_desc(struct conv_cuda_desc *d, const struct sc_conv_args *a
 }
 
 /* Per shape and worker: the algorithm of each direction and its
- * workspace; chosen[i] says whether direction i has been chosen. */
+ * workspace, indexed by enum sc_conv_dir; chosen[dir] says whether
+ * direction dir has been chosen. */
 struct conv_cuda_algos {
     int chosen[3];
     cudnnConvolutionFwdAlgo_t fwd;
@@ -122,13 +123,13 @@ static void *conv_cuda_algos_create(const void *key)
     return calloc(1, sizeof(struct conv_cuda_algos)); /* none chosen yet */
 }
 
-static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_desc *d, struct conv_cuda_algos *al,
-                            size_t limit, const char *op)
+static int conv_cuda_choose(cudnnHandle_t h, enum sc_conv_dir dir, const struct conv_cuda_desc *d,
+                            struct conv_cuda_algos *al, size_t limit, const char *op)
 {
     int n = 0;
-    if (al->chosen[which])
+    if (al->chosen[dir])
         return 0;
-    if (which == 0) {
+    if (dir == SC_CONV_FWD) {
         cudnnConvolutionFwdAlgoPerf_t perf[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
         if (sc_cudnn_check(cudnnGetConvolutionForwardAlgorithm_v7(h, d->x, d->w, d->conv, d->y,
                                                                   CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, perf),
@@ -138,7 +139,7 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
         if (sc_cudnn_check(cudnnGetConvolutionForwardWorkspaceSize(h, d->x, d->w, d->conv, d->y, al->fwd, &al->ws[0]),
                            op))
             return -1;
-    } else if (which == 1) {
+    } else if (dir == SC_CONV_BWD_DATA) {
         cudnnConvolutionBwdDataAlgoPerf_t perf[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
         if (sc_cudnn_check(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, d->w, d->y, d->conv, d->x,
                                                                        CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, perf),
@@ -161,20 +162,20 @@ static int conv_cuda_choose(cudnnHandle_t h, int which, const struct conv_cuda_d
                            op))
             return -1;
     }
-    if (al->ws[which] > limit) { /* the size query disagreed with the heuristics' */
-        sc_fail_record(op, "cuDNN wants a workspace of %zu bytes, over the %zu of SC_CUDNN_WORKSPACE_MB", al->ws[which],
+    if (al->ws[dir] > limit) { /* the size query disagreed with the heuristics' */
+        sc_fail_record(op, "cuDNN wants a workspace of %zu bytes, over the %zu of SC_CUDNN_WORKSPACE_MB", al->ws[dir],
                        limit);
         return -1;
     }
-    al->chosen[which] = 1;
+    al->chosen[dir] = 1;
     return 0;
 }
 
-void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct sc_conv_args *a, const float *in0,
-                          const float *in1, float *out, float *bias, const struct sc_workspace *wsp)
+void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, enum sc_conv_dir dir, const struct sc_conv_args *a,
+                          const float *in0, const float *in1, float *out, float *bias, const struct sc_workspace *wsp)
 {
     static const char *const ops[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
-    const char *op = ops[which];
+    const char *op = ops[dir];
     static const float one = 1.0f, zero = 0.0f;
     cudnnHandle_t h = c->cudnn;
     cudaStream_t s = c->stream;
@@ -196,17 +197,18 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
     float *xp = NULL;
     size_t nxp = (size_t)a->n * a->c * g.hp * g.wp, plane = (size_t)g.hp * g.wp;
     size_t off = (size_t)g.pt * g.wp + g.pl; /* of x in the padded copy */
-    if (conv_cuda_choose(h, which, &d, al, wsp->bytes, op) ||
+    if (conv_cuda_choose(h, dir, &d, al, wsp->bytes, op) ||
         (g.explicit_pad &&
-         !(xp = sc_cuda_buf(c->cw, which == 1 ? SC_CUDA_BUF_CONV_PAD2 : SC_CUDA_BUF_CONV_PAD, nxp * sizeof(float))))) {
+         !(xp = sc_cuda_buf(c->cw, dir == SC_CONV_BWD_DATA ? SC_CUDA_BUF_CONV_PAD2 : SC_CUDA_BUF_CONV_PAD,
+                            nxp * sizeof(float))))) {
         /* the algorithm's choice has recorded its failure; the buffer's may not have */
         sc_fail_record(op, "no device buffer for the padded input");
         conv_cuda_desc_destroy(&d);
         return;
     }
-    void *ws = al->ws[which] ? wsp->ptr : NULL;
+    void *ws = al->ws[dir] ? wsp->ptr : NULL;
     /* The input x (fwd, filter) into its padded copy. */
-    if (xp && which != 1 &&
+    if (xp && dir != SC_CONV_BWD_DATA &&
         (sc_cuda_check(cudaMemsetAsync(xp, 0, nxp * sizeof(float), s), op) ||
          sc_cuda_check(sc_cuda_copy_box(xp + off, (size_t)a->c * plane, plane, (size_t)g.wp, in0,
                                         (size_t)a->c * a->h * a->w, (size_t)a->h * a->w, (size_t)a->w, a->n, a->c, a->h,
@@ -214,8 +216,8 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
                        op)))
         goto done;
     const float *x = xp ? xp : in0;
-    switch (which) {
-    case 0:
+    switch (dir) {
+    case SC_CONV_FWD:
         if (sc_cudnn_check(
                 cudnnConvolutionForward(h, &one, d.x, x, d.w, in1, d.conv, al->fwd, ws, al->ws[0], &zero, d.y, out),
                 op) ||
@@ -224,7 +226,7 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
         if (a->relu)
             sc_cuda_check(sc_cuda_relu(out, (size_t)a->n * a->f * a->oh * a->ow, s), op);
         break;
-    case 1:
+    case SC_CONV_BWD_DATA:
         if (sc_cudnn_check(cudnnConvolutionBackwardData(h, &one, d.w, in1, d.y, in0, d.conv, al->bwd_data, ws,
                                                         al->ws[1], &zero, d.x, xp ? xp : out),
                            op))
@@ -234,7 +236,7 @@ void sc_conv_compute_cuda(const struct sc_cuda_ctx *c, int which, const struct s
                                            (size_t)a->c * plane, plane, (size_t)g.wp, a->n, a->c, a->h, a->w, s),
                           op);
         break;
-    case 2:
+    case SC_CONV_BWD_FILTER:
         if (sc_cudnn_check(cudnnConvolutionBackwardFilter(h, &one, d.x, x, d.y, in1, d.conv, al->bwd_filter, ws,
                                                           al->ws[2], &zero, d.w, out),
                            op))

@@ -10,7 +10,7 @@ template <typename T> __global__ void k_accumulate(T *__restrict__ dst, const T 
     GRID_STRIDE(i, n) dst[i] += src[i];
 }
 
-/* The same two roundings as cl_sgd.c's sgd1 (no FMA contraction). */
+/* The same two roundings as vector.c's sgd1 (no FMA contraction). */
 __global__ void k_sgd(float *__restrict__ w, float *__restrict__ v, const float *__restrict__ g, size_t n,
                       float lr, float momentum, float wd, const int *skip, const float *gate)
 {
@@ -25,7 +25,7 @@ __global__ void k_sgd(float *__restrict__ w, float *__restrict__ v, const float 
     }
 }
 
-/* Exponent bits all ones: NaN or Inf, as cl_common.c's sc_all_finite. */
+/* Exponent bits all ones: NaN or Inf, as vector.c's sc_all_finite. */
 __global__ void k_find_nonfinite(int *flag, const float *__restrict__ g, size_t n)
 {
     int bad = 0;

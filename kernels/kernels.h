@@ -1,15 +1,23 @@
-/* The kernels behind the codelets that call libraries (oneDNN's
- * convolution and pooling), with no StarPU in them: a kernel gets the
- * calling worker's own state (its oneDNN stream, its cache of primitives,
- * its buffers) as an argument, from the codelet that runs it, so that it
- * can be read, and called, without the runtime.  Failures cannot be
- * returned from a task: a kernel records its failure (sc_fail_record),
- * leaves its outputs invalid and returns; the training loop reads the
- * record at its next sync point and stops there. */
+/* The kernels: every computation of the codelets, on plain memory, with
+ * no StarPU in it (tests/test_layering.sh).  A kernel gets what it works
+ * on as pointers and sizes, and the calling worker's own state (its oneDNN
+ * stream, its cache of primitives, its buffers) as an argument, from the
+ * codelet that runs it (codelets/cl_<op>.c), so that it can be read, and
+ * called, without the runtime.  Failures cannot be returned from a task:
+ * a kernel records its failure (sc_fail_record, fail.h), leaves its
+ * outputs invalid and returns; the training loop reads the record at its
+ * next sync point and stops there.
+ *
+ * This header: the library kernels (convolution and pooling through
+ * oneDNN, the fully connected layer through CBLAS) and the worker state;
+ * the others are in the headers beside it (bn.h, loss.h, vector.h,
+ * load.h, region.h, synth.h), the CUDA side in cuda_ctx.h and cuda/. */
 #ifndef SC_KERNELS_H
 #define SC_KERNELS_H
 
 #include <stddef.h>
+
+#include "fail.h"
 
 /* ---- convolution ---- */
 struct sc_conv_args {
@@ -86,18 +94,30 @@ static inline void sc_relu_inplace(float *restrict y, size_t n)
 }
 
 /* ---- the kernels ----
- * Convolution, which: 0 forward (in0 x, in1 weights, out y, bias b), 1
- * backward data (dy, weights -> dx), 2 backward weights (x, dy -> dw; bias
- * gets the bias gradient).  Pooling: bwd 0 forward (x -> y; ws: the
- * max-pooling workspace written), 1 backward (dy -> dx; ws read). */
-void sc_conv_compute(struct sc_kernel_worker *w, int which, const struct sc_conv_args *a, const float *in0,
+ * Which product a kernel computes.  The values are fixed: tables in the
+ * kernels and the planner's calibration (its op 0, 1, 2) are indexed by
+ * them. */
+enum sc_conv_dir {
+    SC_CONV_FWD = 0,        /* in0 x, in1 weights -> out y; bias: b */
+    SC_CONV_BWD_DATA = 1,   /* in0 dy, in1 weights -> out dx */
+    SC_CONV_BWD_FILTER = 2, /* in0 x, in1 dy -> out dw; bias: the bias gradient */
+};
+enum sc_fc_dir {
+    SC_FC_FWD = 0,         /* in0 x, in1 params -> out y */
+    SC_FC_BWD_DATA = 1,    /* in0 dy, in1 params -> out dx */
+    SC_FC_BWD_WEIGHTS = 2, /* in0 x, in1 dy -> out dparams (weights, then bias) */
+};
+enum sc_pool_dir {
+    SC_POOL_FWD = 0, /* in x -> out y; ws: the max-pooling workspace written */
+    SC_POOL_BWD = 1, /* in dy -> out dx; ws read */
+};
+/* Convolution and pooling through oneDNN, on w's stream and primitives. */
+void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const struct sc_conv_args *a, const float *in0,
                      const float *in1, float *out, float *bias);
-void sc_pool_compute(struct sc_kernel_worker *w, int bwd, const struct sc_pool_args *a, const float *in, float *out,
-                     void *ws);
-/* Fully connected, which: 0 forward (in0 x, in1 params -> y), 1 backward
- * data (dy, params -> dx), 2 backward weights (x, dy -> dparams, weights
- * then bias), through CBLAS; params = [W[out][in] | b[out]]. */
-void sc_fc_compute(int which, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
+void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
+                     float *out, void *ws);
+/* Fully connected through CBLAS; params = [W[out][in] | b[out]]. */
+void sc_fc_compute(enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
 
 /* Right padding that makes oneDNN's floor-division shape check give o
  * (also the bottom and right padding of the cuDNN convolution). */
@@ -113,15 +133,5 @@ struct sc_workspace {
     void *ptr;
     size_t bytes;
 };
-
-/* A kernel's failure: op (the kernel's name, e.g. "conv_fwd") and a
- * printf-style cause (e.g. "oneDNN: could not create the primitive").
- * Kept in the calling worker's record, where the first failure stays
- * (thread safe; codelets.h: sc_fail_first reads the records); on a thread
- * that is no StarPU worker (a kernel called without the runtime), printed
- * on stderr instead, as there is no sync point to read it.  Defined with
- * the codelets (cl_fail.c), which know the calling worker: no StarPU
- * here. */
-void sc_fail_record(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -1,6 +1,6 @@
 /* Max and average pooling, forward and backward, through oneDNN
  * (kernels.h). */
-#include "kernel_dnnl.h"
+#include "onednn.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -179,9 +179,10 @@ static void *pool_bwd_create(const void *key)
     return pool_prim_make(pd, a, 1, dnnl_query_diff_dst_md, dnnl_query_diff_src_md);
 }
 
-void sc_pool_compute(struct sc_kernel_worker *w, int bwd, const struct sc_pool_args *a, const float *in, float *out,
-                     void *ws)
+void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
+                     float *out, void *ws)
 {
+    int bwd = dir == SC_POOL_BWD;
     const char *op = bwd ? "pool_bwd" : "pool_fwd";
     struct pool_prim *c = sc_kernel_worker_prim(w, bwd ? SC_PRIM_POOL_BWD : SC_PRIM_POOL_FWD, a, sizeof *a,
                                                 bwd ? pool_bwd_create : pool_fwd_create, pool_prim_destroy);

@@ -1,6 +1,6 @@
 /* Convolution forward (optionally with ReLU), backward data, backward
  * weights + bias, through oneDNN (kernels.h). */
-#include "kernel_dnnl.h"
+#include "onednn.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -166,16 +166,16 @@ static void *conv_bwd_filter_create(const void *key)
 
 /* Runs a cached primitive on (in0, in1) -> out, plus bias if any; the
  * primitive argument ids are given in the io order. */
-static void conv_run(struct sc_kernel_worker *w, const char *op, int which, const struct sc_conv_args *a,
+static void conv_run(struct sc_kernel_worker *w, const char *op, enum sc_conv_dir dir, const struct sc_conv_args *a,
                      const int ids[3], const float *in0, const float *in1, float *out, float *bias)
 {
     static void *(*const create[])(const void *) = {conv_fwd_create, conv_bwd_data_create, conv_bwd_filter_create};
     static const int prim_op[] = {SC_PRIM_CONV_FWD, SC_PRIM_CONV_BWD_DATA, SC_PRIM_CONV_BWD_FILTER};
     static const int bias_id[] = {DNNL_ARG_BIAS, 0, DNNL_ARG_DIFF_BIAS};
     struct sc_conv_args key = *a;
-    if (which)
+    if (dir != SC_CONV_FWD)
         key.relu = 0; /* backward does not depend on it: share one entry */
-    struct conv_prim *c = sc_kernel_worker_prim(w, prim_op[which], &key, sizeof key, create[which], conv_prim_destroy);
+    struct conv_prim *c = sc_kernel_worker_prim(w, prim_op[dir], &key, sizeof key, create[dir], conv_prim_destroy);
     dnnl_stream_t s = sc_kernel_worker_stream(w);
     if (!c || !s) /* recorded where it failed */
         return;
@@ -186,7 +186,7 @@ static void conv_run(struct sc_kernel_worker *w, const char *op, int which, cons
     dnnl_exec_arg_t args[4] = {{ids[0], sc_io_in(&c->io[0], in0, s)},
                                {ids[1], sc_io_in(&c->io[1], in1, s)},
                                {ids[2], sc_io_out(&c->io[2], out)},
-                               {bias_id[which], c->bias}};
+                               {bias_id[dir], c->bias}};
     int nargs = c->bias ? 4 : 3;
     if (!args[0].memory || !args[1].memory || !args[2].memory ||
         (c->bias && dnnl_memory_set_data_handle(c->bias, bias) != dnnl_success) || sc_exec(c->p, s, nargs, args) ||
@@ -194,12 +194,12 @@ static void conv_run(struct sc_kernel_worker *w, const char *op, int which, cons
         sc_fail_record(op, "oneDNN: the primitive or a reorder failed to run");
 }
 
-void sc_conv_compute(struct sc_kernel_worker *w, int which, const struct sc_conv_args *a, const float *in0,
+void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const struct sc_conv_args *a, const float *in0,
                      const float *in1, float *out, float *bias)
 {
     static const int ids[3][3] = {{DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST},
                                   {DNNL_ARG_DIFF_DST, DNNL_ARG_WEIGHTS, DNNL_ARG_DIFF_SRC},
                                   {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}};
     static const char *const op[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
-    conv_run(w, op[which], which, a, ids[which], in0, in1, out, bias);
+    conv_run(w, op[dir], dir, a, ids[dir], in0, in1, out, bias);
 }

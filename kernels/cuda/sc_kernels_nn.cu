@@ -1,5 +1,5 @@
 /* Softmax cross-entropy, batch normalization and pooling kernels (see
- * sc_cuda.h); each mirrors its CPU kernel in codelets/cl_*.c. */
+ * sc_cuda.h); each mirrors its CPU kernel (kernels/loss.c, bn.c, pool.c). */
 #include "sc_cuda.h"
 
 #include <limits.h>
@@ -129,7 +129,7 @@ __global__ void k_bn_saved(const double *stats, float *saved, int c, double coun
     saved[c + ch] = (float)(1.0 / sqrt(var + eps));
 }
 
-/* y = (x - mean)*s + beta in float, then ReLU, as cl_bn.c's bn_apply. */
+/* y = (x - mean)*s + beta in float, then ReLU, as bn.c's bn_apply. */
 __device__ void bn_apply_row(const float *__restrict__ x, float *__restrict__ y, int hw, float mean, float s,
                              float beta, int relu)
 {

@@ -1,8 +1,8 @@
 /* A worker's own state for the kernels, the oneDNN engine, and the
  * plumbing between plain and preferred layouts (kernels.h,
- * kernel_dnnl.h).  No StarPU here: the codelets find the calling worker's
+ * onednn.h).  No StarPU here: the codelets find the calling worker's
  * state and pass it. */
-#include "kernel_dnnl.h"
+#include "onednn.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -5,10 +5,10 @@
 #include <cblas.h>
 #include <stddef.h>
 
-void sc_fc_compute(int which, const struct sc_fc_args *a, const float *in0, const float *in1, float *out)
+void sc_fc_compute(enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0, const float *in1, float *out)
 {
-    switch (which) {
-    case 0: { /* y = relu?(x W^T + b): in0 x, in1 params, out y */
+    switch (dir) {
+    case SC_FC_FWD: { /* y = relu?(x W^T + b): in0 x, in1 params, out y */
         const float *b = in1 + (size_t)a->out * a->in;
         for (int i = 0; i < a->n; i++)
             for (int o = 0; o < a->out; o++)
@@ -19,11 +19,11 @@ void sc_fc_compute(int which, const struct sc_fc_args *a, const float *in0, cons
             sc_relu_inplace(out, (size_t)a->n * a->out);
         break;
     }
-    case 1: /* dx = dy W: in0 dy, in1 params, out dx */
+    case SC_FC_BWD_DATA: /* dx = dy W: in0 dy, in1 params, out dx */
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, a->n, a->in, a->out, 1.0f, in0, a->out, in1, a->in, 0.0f,
                     out, a->in);
         break;
-    case 2: { /* dW = dy^T x, db = column sums of dy: in0 x, in1 dy, out dparams */
+    case SC_FC_BWD_WEIGHTS: { /* dW = dy^T x, db = column sums of dy: in0 x, in1 dy, out dparams */
         float *db = out + (size_t)a->out * a->in;
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, a->out, a->in, a->n, 1.0f, in1, a->out, in0, a->in, 0.0f,
                     out, a->in);
