@@ -18,6 +18,10 @@ else
   fail "calibrate"
   tail -5 "$WORK/log"
 fi
+# Progress: what it times, n of m, the time left.
+grep -q '^calibrate: [0-9]* kernels (.* GFLOP a pass) in 3 passes; the time left follows$' "$WORK/log" &&
+  grep -q '^calibrate: pass 3/3 over [0-9]* kernels done, about [0-9]* s left for the kernels$' "$WORK/log" &&
+  ok "calibrate shows its progress and the time left" || fail "calibrate progress: $(head -3 "$WORK/log")"
 
 # Collectives over a network of 1 MB/s: a plan that splits the
 # convolutions' weights instead.

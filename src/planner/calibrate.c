@@ -374,14 +374,77 @@ static int add_pending(void *ctx, const struct sc_layer_work *w, const char *key
     return 0;
 }
 
+/* Progress of the kernels' passes, for a person waiting: what is timed,
+ * n of m, and the time left.  On a terminal one line rewritten in place
+ * after each kernel; in a file one line per pass.  The time left is the
+ * time so far over the share of the work done, the work of a kernel
+ * counted as its FLOPs (a pooling's as its input's size): the first
+ * kernels' times set the pace of the rest. */
+struct progress_line {
+    FILE *f;
+    int tty;
+    double t0, total, done; /* work: total, and done so far */
+    double *work;           /* per kernel */
+};
+
+static double kernel_work(const struct sc_layer_work *w)
+{
+    double f[3];
+    sc_layer_work_flops(w, f);
+    double size = w->kind == SC_WORK_POOL ? (double)w->pool.n * w->pool.c * w->pool.h * w->pool.w : 0;
+    return f[0] + f[1] + f[2] + 10 * size + 1e4; /* + a call's fixed cost */
+}
+
+static void say_time(char *buf, size_t len, double s)
+{
+    if (s < 90)
+        snprintf(buf, len, "%.0f s", s);
+    else
+        snprintf(buf, len, "%.0f min %02.0f s", floor(s / 60), fmod(s, 60));
+}
+
+static void progress_kernel(struct progress_line *pl, const struct compute *k, int pass, int i)
+{
+    pl->done += pl->work[i];
+    if (!pl->f)
+        return;
+    double spent = now() - pl->t0, left = pl->done > 0 ? spent * (pl->total / pl->done - 1) : 0;
+    char t[32];
+    say_time(t, sizeof t, left);
+    if (pl->tty)
+        fprintf(pl->f, "\rcalibrate: pass %d/%d, kernel %d/%d (%.40s), about %s left\033[K", pass + 1, k->reps, i + 1,
+                k->n, k->list[i].key, t);
+    else if (i == k->n - 1)
+        fprintf(pl->f, "calibrate: pass %d/%d over %d kernels done, about %s left for the kernels\n", pass + 1,
+                k->reps, k->n, t);
+    if (pl->tty && pass == k->reps - 1 && i == k->n - 1)
+        fputc('\n', pl->f);
+    fflush(pl->f);
+}
+
 /* Each pass times every kernel once, so that the machine's drift (a
  * shared machine's neighbours come and go over seconds) spreads over all
- * kernels alike instead of slowing the few timed while it lasts: timed
- * reps calls in a row, kernels of one network came out 0.6-1.8 times
- * their times in the next calibration, in runs of neighbouring kernels. */
+ * kernels alike instead of slowing the few timed while it lasts, which
+ * timing each kernel reps times in a row would. */
 static int time_passes(struct compute *k)
 {
     int err = 0;
+    struct progress_line pl = {.f = k->progress, .tty = k->progress && isatty(fileno(k->progress)), .t0 = now()};
+    if (!(pl.work = malloc((size_t)k->n * sizeof *pl.work)))
+        return sc_error(SC_ERR_NOMEM, "out of memory for the list of kernels");
+    double flops = 0;
+    for (int i = 0; i < k->n; i++) {
+        double f[3];
+        sc_layer_work_flops(&k->list[i].w, f);
+        flops += f[0] + f[1] + f[2];
+        pl.work[i] = kernel_work(&k->list[i].w);
+        pl.total += pl.work[i] * k->reps;
+    }
+    if (pl.f) {
+        fprintf(pl.f, "calibrate: %d kernels (%.2f GFLOP a pass) in %d passes; the time left follows\n", k->n,
+                flops * 1e-9, k->reps);
+        fflush(pl.f);
+    }
     for (int p = 0; p < k->reps && !err; p++) {
         for (int i = 0; i < k->n && !err; i++) {
             struct pending *e = &k->list[i];
@@ -391,12 +454,13 @@ static int time_passes(struct compute *k)
             for (int op = 0; op < nops && !err; op++)
                 if ((t[op] = time_op(k, &e->w, op)) < 0)
                     err = sc_error(SC_ERR_RUNTIME, "calibrate: the kernel %s failed (see above)", e->key);
-        }
-        if (!err && k->progress) {
-            fprintf(k->progress, "calibrate: pass %d/%d over %d kernels\n", p + 1, k->reps, k->n);
-            fflush(k->progress);
+            if (!err)
+                progress_kernel(&pl, k, p, i);
         }
     }
+    if (err && pl.tty)
+        fputc('\n', pl.f);
+    free(pl.work);
     for (int i = 0; i < k->n && !err; i++) {
         double m[3];
         for (int op = 0; op < 3; op++) {
