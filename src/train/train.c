@@ -254,8 +254,8 @@ static void report_iteration(struct progress *p, int epoch, int epochs, long it,
     fprintf(stderr, "%sepoch %d/%d %5.1f%%  iter %ld  loss %.4f  %.0f images/s  ETA %s%s%s",
             p->tty ? "\r\033[K" : "", epoch + 1, epochs, 100.0 * it_epoch / per_epoch, it, loss, rate, eta,
             skipped, p->tty ? "" : "\n");
-    /* Six significant digits: the rate of a slow run (resnet50 at 1 Gbit/s,
-     * 0.6 images/s) would lose a tenth of itself to one decimal. */
+    /* Six significant digits: the rate of a slow run (below one image a
+     * second) would lose a tenth of itself to one decimal. */
     if (p->metrics) {
         fprintf(p->metrics, "{\"iteration\": %ld, \"epoch\": %d, \"loss\": %.6f, \"images_per_s\": %.6g}\n", it,
                 epoch + 1, loss, rate);
