@@ -14,14 +14,14 @@ static inline int sc_box_empty(struct sc_box b)
 }
 static inline struct sc_box sc_box_intersect(struct sc_box a, struct sc_box b)
 {
-    struct sc_box r = {a.r0 > b.r0 ? a.r0 : b.r0, a.r1 < b.r1 ? a.r1 : b.r1,
-                       a.c0 > b.c0 ? a.c0 : b.c0, a.c1 < b.c1 ? a.c1 : b.c1};
+    struct sc_box r = {a.r0 > b.r0 ? a.r0 : b.r0, a.r1 < b.r1 ? a.r1 : b.r1, a.c0 > b.c0 ? a.c0 : b.c0,
+                       a.c1 < b.c1 ? a.c1 : b.c1};
     return r;
 }
 static inline int sc_box_contains(struct sc_box outer, struct sc_box inner)
 {
-    return sc_box_empty(inner) || (inner.r0 >= outer.r0 && inner.r1 <= outer.r1 && inner.c0 >= outer.c0 &&
-                                   inner.c1 <= outer.c1);
+    return sc_box_empty(inner) ||
+           (inner.r0 >= outer.r0 && inner.r1 <= outer.r1 && inner.c0 >= outer.c0 && inner.c1 <= outer.c1);
 }
 static inline long sc_box_area(struct sc_box b)
 {

@@ -17,18 +17,30 @@ static atomic_int log_level = -1; /* -1: SC_LOG_LEVEL not read yet */
 SC_API const char *sc_strerror(int err)
 {
     switch (err) {
-    case SC_OK: return "success";
-    case SC_ERR_NOMEM: return "out of memory";
-    case SC_ERR_IO: return "input/output error";
-    case SC_ERR_PARSE: return "parse error";
-    case SC_ERR_SHAPE: return "shape mismatch";
-    case SC_ERR_DATA: return "missing or corrupt data set";
-    case SC_ERR_ARG: return "bad argument";
-    case SC_ERR_RUNTIME: return "runtime error";
-    case SC_ERR_MISMATCH: return "checkpoint does not match the model";
-    case SC_ERR_NONFINITE: return "training diverged (NaN or Inf)";
-    case SC_ERR_KERNEL: return "a kernel failed";
-    default: return "unknown error";
+    case SC_OK:
+        return "success";
+    case SC_ERR_NOMEM:
+        return "out of memory";
+    case SC_ERR_IO:
+        return "input/output error";
+    case SC_ERR_PARSE:
+        return "parse error";
+    case SC_ERR_SHAPE:
+        return "shape mismatch";
+    case SC_ERR_DATA:
+        return "missing or corrupt data set";
+    case SC_ERR_ARG:
+        return "bad argument";
+    case SC_ERR_RUNTIME:
+        return "runtime error";
+    case SC_ERR_MISMATCH:
+        return "checkpoint does not match the model";
+    case SC_ERR_NONFINITE:
+        return "training diverged (NaN or Inf)";
+    case SC_ERR_KERNEL:
+        return "a kernel failed";
+    default:
+        return "unknown error";
     }
 }
 

@@ -18,14 +18,14 @@ extern "C" {
 
 enum {
     SC_OK = 0,
-    SC_ERR_NOMEM = -1,   /* allocation failed */
-    SC_ERR_IO = -2,      /* a file could not be opened, read or written */
-    SC_ERR_PARSE = -3,   /* malformed configuration or checkpoint header */
-    SC_ERR_SHAPE = -4,   /* shapes that do not fit together */
-    SC_ERR_DATA = -5,    /* missing or corrupt data set */
-    SC_ERR_ARG = -6,     /* bad argument or option value */
-    SC_ERR_RUNTIME = -7, /* StarPU or MPI refused */
-    SC_ERR_MISMATCH = -8, /* checkpoint from another model */
+    SC_ERR_NOMEM = -1,     /* allocation failed */
+    SC_ERR_IO = -2,        /* a file could not be opened, read or written */
+    SC_ERR_PARSE = -3,     /* malformed configuration or checkpoint header */
+    SC_ERR_SHAPE = -4,     /* shapes that do not fit together */
+    SC_ERR_DATA = -5,      /* missing or corrupt data set */
+    SC_ERR_ARG = -6,       /* bad argument or option value */
+    SC_ERR_RUNTIME = -7,   /* StarPU or MPI refused */
+    SC_ERR_MISMATCH = -8,  /* checkpoint from another model */
     SC_ERR_NONFINITE = -9, /* training diverged: a NaN or an Inf */
     SC_ERR_KERNEL = -10    /* a kernel failed in a task: its outputs are not valid */
 };

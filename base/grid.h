@@ -10,8 +10,8 @@
 enum sc_dim { SC_DIM_N, SC_DIM_C, SC_DIM_F, SC_DIM_H, SC_DIM_W, SC_NDIMS };
 
 struct sc_grid {
-    int extent[SC_NDIMS];   /* ranks along each dimension, >= 1 */
-    int size;               /* their product */
+    int extent[SC_NDIMS]; /* ranks along each dimension, >= 1 */
+    int size;             /* their product */
 };
 
 /* "n2h2", "h2w2", "n4", "w2" ... (letters n c f h w, any case, each at most

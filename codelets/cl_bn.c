@@ -58,7 +58,9 @@ static void cl_bn_stats_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_bn_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_cuda_check(sc_cuda_bn_stats((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (double *)STARPU_VECTOR_GET_PTR(buffers[1]), a.n, a.c, a.hw, starpu_cuda_get_local_stream()),
+    sc_cuda_check(sc_cuda_bn_stats((const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                   (double *)STARPU_VECTOR_GET_PTR(buffers[1]), a.n, a.c, a.hw,
+                                   starpu_cuda_get_local_stream()),
                   "bn_stats");
 }
 #endif
@@ -99,8 +101,11 @@ static void cl_bn_fwd_cuda_func(void *buffers[], void *cl_arg)
     struct sc_bn_args a;
     double count;
     starpu_codelet_unpack_args(cl_arg, &a, &count);
-    sc_cuda_check(sc_cuda_bn_fwd((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const double *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]), (float *)STARPU_VECTOR_GET_PTR(buffers[4]), a.n, a.c, a.hw, count, a.eps,
-                                 a.relu, starpu_cuda_get_local_stream()),
+    sc_cuda_check(sc_cuda_bn_fwd((const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                 (const double *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                 (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+                                 (float *)STARPU_VECTOR_GET_PTR(buffers[3]), (float *)STARPU_VECTOR_GET_PTR(buffers[4]),
+                                 a.n, a.c, a.hw, count, a.eps, a.relu, starpu_cuda_get_local_stream()),
                   "bn_fwd");
 }
 #endif
@@ -147,7 +152,11 @@ static void cl_bn_fwd_eval_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_bn_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_cuda_check(sc_cuda_bn_fwd_eval((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (float *)STARPU_VECTOR_GET_PTR(buffers[3]), a.n, a.c, a.hw, a.eps, a.relu, starpu_cuda_get_local_stream()),
+    sc_cuda_check(sc_cuda_bn_fwd_eval((const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                      (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                      (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+                                      (float *)STARPU_VECTOR_GET_PTR(buffers[3]), a.n, a.c, a.hw, a.eps, a.relu,
+                                      starpu_cuda_get_local_stream()),
                   "bn_fwd_eval");
 }
 #endif
@@ -228,8 +237,7 @@ int sc_insert_bn_running_update(const struct sc_task_opts *opts, const struct sc
         return sc_error(SC_ERR_SHAPE, "%s: bad channel count %d", op, a->c);
     if (!(a->momentum >= 0.0f && a->momentum <= 1.0f))
         return sc_error(SC_ERR_ARG, "%s: momentum %g outside [0, 1]", op, (double)a->momentum);
-    if ((ret = bn_count(count, op)) ||
-        (ret = sc_check_vec(stats, 2 * (size_t)a->c, sizeof(double), op, "stats")) ||
+    if ((ret = bn_count(count, op)) || (ret = sc_check_vec(stats, 2 * (size_t)a->c, sizeof(double), op, "stats")) ||
         (ret = sc_check_vec(running, 2 * (size_t)a->c, sizeof(float), op, "running")) ||
         (gate && (ret = sc_check_vec(gate, 1, sizeof(float), op, "gate"))))
         return ret;
@@ -262,7 +270,11 @@ static void cl_bn_bwd_stats_cuda_func(void *buffers[], void *cl_arg)
 {
     struct sc_bn_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_cuda_check(sc_cuda_bn_bwd_stats((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (double *)STARPU_VECTOR_GET_PTR(buffers[3]), a.n, a.c, a.hw, starpu_cuda_get_local_stream()),
+    sc_cuda_check(sc_cuda_bn_bwd_stats((const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                       (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+                                       (const float *)STARPU_VECTOR_GET_PTR(buffers[2]),
+                                       (double *)STARPU_VECTOR_GET_PTR(buffers[3]), a.n, a.c, a.hw,
+                                       starpu_cuda_get_local_stream()),
                   "bn_bwd_stats");
 }
 #endif
@@ -305,7 +317,9 @@ static void cl_bn_param_grad_cuda_func(void *buffers[], void *cl_arg)
 {
     int c;
     starpu_codelet_unpack_args(cl_arg, &c);
-    sc_cuda_check(sc_cuda_bn_param_grad((const double *)STARPU_VECTOR_GET_PTR(buffers[0]), (float *)STARPU_VECTOR_GET_PTR(buffers[1]), c, starpu_cuda_get_local_stream()), "bn_param_grad");
+    sc_cuda_check(sc_cuda_bn_param_grad((const double *)STARPU_VECTOR_GET_PTR(buffers[0]),
+                                        (float *)STARPU_VECTOR_GET_PTR(buffers[1]), c, starpu_cuda_get_local_stream()),
+                  "bn_param_grad");
 }
 #endif
 
@@ -348,9 +362,13 @@ static void cl_bn_bwd_data_cuda_func(void *buffers[], void *cl_arg)
     struct sc_bn_args a;
     double count;
     starpu_codelet_unpack_args(cl_arg, &a, &count);
-    sc_cuda_check(sc_cuda_bn_bwd_data((const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[3]), (const double *)STARPU_VECTOR_GET_PTR(buffers[4]), (float *)STARPU_VECTOR_GET_PTR(buffers[5]), a.n, a.c, a.hw,
-                                      count, starpu_cuda_get_local_stream()),
-                  "bn_bwd_data");
+    sc_cuda_check(
+        sc_cuda_bn_bwd_data(
+            (const float *)STARPU_VECTOR_GET_PTR(buffers[0]), (const float *)STARPU_VECTOR_GET_PTR(buffers[1]),
+            (const float *)STARPU_VECTOR_GET_PTR(buffers[2]), (const float *)STARPU_VECTOR_GET_PTR(buffers[3]),
+            (const double *)STARPU_VECTOR_GET_PTR(buffers[4]), (float *)STARPU_VECTOR_GET_PTR(buffers[5]), a.n, a.c,
+            a.hw, count, starpu_cuda_get_local_stream()),
+        "bn_bwd_data");
 }
 #endif
 

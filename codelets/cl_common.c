@@ -105,15 +105,14 @@ void sc_codelets_shutdown(void)
     sc_kernels_shutdown();
 }
 
-int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op,
-                 const char *what)
+int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op, const char *what)
 {
     if (!h || starpu_data_get_interface_id(h) != STARPU_VECTOR_INTERFACE_ID)
         return sc_error(SC_ERR_SHAPE, "%s: %s is not a vector handle", op, what);
     size_t nx = starpu_vector_get_nx(h), es = starpu_vector_get_elemsize(h);
     if (es != elemsize || nx < count)
-        return sc_error(SC_ERR_SHAPE, "%s: %s holds %zu elements of %zu bytes, needs %zu of %zu",
-                        op, what, nx, es, count, elemsize);
+        return sc_error(SC_ERR_SHAPE, "%s: %s holds %zu elements of %zu bytes, needs %zu of %zu", op, what, nx, es,
+                        count, elemsize);
     return 0;
 }
 

@@ -25,8 +25,7 @@ static inline struct sc_workspace sc_workspace_of(void *buffer)
 
 /* For the submit wrappers: SC_ERR_SHAPE unless h is a vector holding at
  * least count elements of elemsize bytes. */
-int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op,
-                 const char *what);
+int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const char *op, const char *what);
 /* A codelet's history-based performance model: StarPU keys its
  * measurements by symbol and by footprint (NULL: the buffers' sizes). */
 #define SC_PERFMODEL(id, symbol_, footprint_)                                                                          \
@@ -63,7 +62,7 @@ void sc_fail_workers_init(void);
             f_(buffers, cl_arg);                                                                                       \
     }
 #define SC_CUDA_FUNCS(id, f)                                                                                           \
-    .cuda_funcs = {_Generic((f), void *: NULL, int: NULL, default: id##_cuda)}, .cuda_flags = {STARPU_CUDA_ASYNC},
+    .cuda_funcs = {_Generic((f), void * : NULL, int : NULL, default : id##_cuda)}, .cuda_flags = {STARPU_CUDA_ASYNC},
 #else
 #define SC_CUDA_ENTRY(id, f)
 #define SC_CUDA_FUNCS(id, f)

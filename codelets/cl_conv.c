@@ -78,13 +78,13 @@ static int conv_args_check(const struct sc_conv_args *a, const char *op)
         return sc_error(SC_ERR_RUNTIME, "%s: the codelets are not initialised (sc_codelets_init)", op);
     int prh = (a->oh - 1) * a->sh + a->kh - a->h - a->ph;
     int prw = (a->ow - 1) * a->sw + a->kw - a->w - a->pw;
-    if (a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->f < 1 || a->kh < 1 || a->kw < 1 ||
-        a->sh < 1 || a->sw < 1 || a->ph < 0 || a->pw < 0 || a->oh < 1 || a->ow < 1 ||
-        a->ph >= a->kh || a->pw >= a->kw || prh <= -a->sh || prw <= -a->sw || prh >= a->kh ||
-        prw >= a->kw)
-        return sc_error(SC_ERR_SHAPE, "%s: inconsistent shape n%d c%d %dx%d f%d k%dx%d s%dx%d "
-                        "p%dx%d -> %dx%d", op, a->n, a->c, a->h, a->w, a->f, a->kh, a->kw,
-                        a->sh, a->sw, a->ph, a->pw, a->oh, a->ow);
+    if (a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->f < 1 || a->kh < 1 || a->kw < 1 || a->sh < 1 || a->sw < 1 ||
+        a->ph < 0 || a->pw < 0 || a->oh < 1 || a->ow < 1 || a->ph >= a->kh || a->pw >= a->kw || prh <= -a->sh ||
+        prw <= -a->sw || prh >= a->kh || prw >= a->kw)
+        return sc_error(SC_ERR_SHAPE,
+                        "%s: inconsistent shape n%d c%d %dx%d f%d k%dx%d s%dx%d "
+                        "p%dx%d -> %dx%d",
+                        op, a->n, a->c, a->h, a->w, a->f, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, a->oh, a->ow);
     return 0;
 }
 

@@ -6,9 +6,9 @@
 #include "cuda_worker.h"
 #endif
 
-static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in,
-                    size_t nin, const char *in_name, starpu_data_handle_t h1, size_t n1,
-                    const char *name1, starpu_data_handle_t out, size_t nout, const char *out_name)
+static int fc_check(const struct sc_fc_args *a, const char *op, starpu_data_handle_t in, size_t nin,
+                    const char *in_name, starpu_data_handle_t h1, size_t n1, const char *name1,
+                    starpu_data_handle_t out, size_t nout, const char *out_name)
 {
     int ret;
     if (a->n < 1 || a->in < 1 || a->out < 1)
@@ -49,8 +49,8 @@ SC_CODELET(cl_fc_fwd, "fc_fwd", &fc_fwd_model, cl_fc_fwd_cpu_func, cl_fc_fwd_cud
 int sc_insert_fc_fwd(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                      starpu_data_handle_t params, starpu_data_handle_t y, const char *name)
 {
-    int ret = fc_check(a, "fc_fwd", x, (size_t)a->n * a->in, "x", params,
-                       (size_t)a->out * a->in + a->out, "params", y, (size_t)a->n * a->out, "y");
+    int ret = fc_check(a, "fc_fwd", x, (size_t)a->n * a->in, "x", params, (size_t)a->out * a->in + a->out, "params", y,
+                       (size_t)a->n * a->out, "y");
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_fc_fwd, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R, params,
@@ -87,8 +87,8 @@ SC_CODELET(cl_fc_bwd_data, "fc_bwd_data", &fc_bwd_data_model, cl_fc_bwd_data_cpu
 int sc_insert_fc_bwd_data(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t dy,
                           starpu_data_handle_t params, starpu_data_handle_t dx, const char *name)
 {
-    int ret = fc_check(a, "fc_bwd_data", dy, (size_t)a->n * a->out, "dy", params,
-                       (size_t)a->out * a->in, "params", dx, (size_t)a->n * a->in, "dx");
+    int ret = fc_check(a, "fc_bwd_data", dy, (size_t)a->n * a->out, "dy", params, (size_t)a->out * a->in, "params", dx,
+                       (size_t)a->n * a->in, "dx");
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_fc_bwd_data, STARPU_VALUE, a, sizeof *a, STARPU_R, dy, STARPU_R,
@@ -125,8 +125,8 @@ SC_CODELET(cl_fc_bwd_weights, "fc_bwd_weights", &fc_bwd_weights_model, cl_fc_bwd
 int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc_args *a, starpu_data_handle_t x,
                              starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name)
 {
-    int ret = fc_check(a, "fc_bwd_weights", x, (size_t)a->n * a->in, "x", dy, (size_t)a->n * a->out,
-                       "dy", dparams, (size_t)a->out * a->in + a->out, "dparams");
+    int ret = fc_check(a, "fc_bwd_weights", x, (size_t)a->n * a->in, "x", dy, (size_t)a->n * a->out, "dy", dparams,
+                       (size_t)a->out * a->in + a->out, "dparams");
     if (ret)
         return ret;
     return sc_insert_result(starpu_task_insert(&cl_fc_bwd_weights, STARPU_VALUE, a, sizeof *a, STARPU_R, x, STARPU_R,

@@ -111,8 +111,8 @@ int sc_insert_load_images(const struct sc_task_opts *opts, const uint8_t *images
     if (!images || !b || !idx || n < 1 || b->c < 1 || b->r0 < 0 || b->r1 > b->h || b->r0 >= b->r1 || b->c0 < 0 ||
         b->c1 > b->w || b->c0 >= b->c1)
         return sc_error(SC_ERR_ARG, "load_images: bad arguments (n %d)", n);
-    if ((ret = sc_check_vec(x, (size_t)n * b->c * (b->r1 - b->r0) * (b->c1 - b->c0), sizeof(float),
-                            "load_images", "x")))
+    if ((ret =
+             sc_check_vec(x, (size_t)n * b->c * (b->r1 - b->r0) * (b->c1 - b->c0), sizeof(float), "load_images", "x")))
         return ret;
     return insert_block(opts, &cl_load_images, images, b, n, idx, x, name);
 }

@@ -32,20 +32,20 @@ static void cl_pool_bwd_cuda_func(void *buffers[], void *cl_arg)
 }
 #endif
 
-static int pool_check(const struct sc_pool_args *a, const char *op, starpu_data_handle_t x,
-                      const char *xname, starpu_data_handle_t y, const char *yname,
-                      starpu_data_handle_t ws)
+static int pool_check(const struct sc_pool_args *a, const char *op, starpu_data_handle_t x, const char *xname,
+                      starpu_data_handle_t y, const char *yname, starpu_data_handle_t ws)
 {
     int prh = (a->oh - 1) * a->sh + a->kh - a->h - a->ph;
     int prw = (a->ow - 1) * a->sw + a->kw - a->w - a->pw;
     size_t nx = (size_t)a->n * a->c * a->h * a->w, ny = (size_t)a->n * a->c * a->oh * a->ow;
     int ret;
-    if (a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->kh < 1 || a->kw < 1 || a->sh < 1 ||
-        a->sw < 1 || a->ph < 0 || a->pw < 0 || a->oh < 1 || a->ow < 1 || a->ph >= a->kh ||
-        a->pw >= a->kw || prh <= -a->sh || prw <= -a->sw || prh >= a->kh || prw >= a->kw)
-        return sc_error(SC_ERR_SHAPE, "%s: inconsistent shape n%d c%d %dx%d k%dx%d s%dx%d p%dx%d "
-                        "-> %dx%d", op, a->n, a->c, a->h, a->w, a->kh, a->kw, a->sh, a->sw, a->ph,
-                        a->pw, a->oh, a->ow);
+    if (a->n < 1 || a->c < 1 || a->h < 1 || a->w < 1 || a->kh < 1 || a->kw < 1 || a->sh < 1 || a->sw < 1 || a->ph < 0 ||
+        a->pw < 0 || a->oh < 1 || a->ow < 1 || a->ph >= a->kh || a->pw >= a->kw || prh <= -a->sh || prw <= -a->sw ||
+        prh >= a->kh || prw >= a->kw)
+        return sc_error(SC_ERR_SHAPE,
+                        "%s: inconsistent shape n%d c%d %dx%d k%dx%d s%dx%d p%dx%d "
+                        "-> %dx%d",
+                        op, a->n, a->c, a->h, a->w, a->kh, a->kw, a->sh, a->sw, a->ph, a->pw, a->oh, a->ow);
     if ((ret = sc_check_vec(x, nx, sizeof(float), op, xname)) ||
         (ret = sc_check_vec(y, ny, sizeof(float), op, yname)) ||
         /* the exact size needs a oneDNN descriptor, too slow here; one

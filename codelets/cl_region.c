@@ -47,7 +47,13 @@ static void cl_region_cuda_func(void *buffers[], void *cl_arg)
 static uint32_t region_footprint(struct starpu_task *task)
 {
     const struct sc_region_args *a = task->cl_arg;
-    int key[8] = {a->op, a->n, a->c, a->region.r1 - a->region.r0, a->region.c1 - a->region.c0, a->na, a->nb,
+    int key[8] = {a->op,
+                  a->n,
+                  a->c,
+                  a->region.r1 - a->region.r0,
+                  a->region.c1 - a->region.c0,
+                  a->na,
+                  a->nb,
                   a->op == SC_REGION_POOL_FWD || a->op == SC_REGION_POOL_BWD ? a->pool.c : a->conv.f};
     uint32_t h = starpu_hash_crc32c_be_n(key, sizeof key, 0);
     return a->op == SC_REGION_COPY || a->op == SC_REGION_SUM ? h : starpu_hash_crc32c_be_n(&a->conv, sizeof a->conv, h);
@@ -65,10 +71,18 @@ static void channels(const struct sc_region_args *a, int *ca, int *cb, int *cd)
     case SC_REGION_SUM:
         *ca = *cb = *cd = a->c;
         break;
-    case SC_REGION_CONV_FWD: *ca = a->conv.c, *cb = 0, *cd = a->conv.f; break;
-    case SC_REGION_CONV_BWD_DATA: *ca = a->conv.f, *cb = 0, *cd = a->conv.c; break;
-    case SC_REGION_CONV_BWD_FILTER: *ca = a->conv.c, *cb = a->conv.f, *cd = 0; break;
-    default: *ca = *cb = *cd = a->pool.c; break;
+    case SC_REGION_CONV_FWD:
+        *ca = a->conv.c, *cb = 0, *cd = a->conv.f;
+        break;
+    case SC_REGION_CONV_BWD_DATA:
+        *ca = a->conv.f, *cb = 0, *cd = a->conv.c;
+        break;
+    case SC_REGION_CONV_BWD_FILTER:
+        *ca = a->conv.c, *cb = a->conv.f, *cd = 0;
+        break;
+    default:
+        *ca = *cb = *cd = a->pool.c;
+        break;
     }
 }
 
@@ -84,13 +98,13 @@ int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_arg
     int ca, cb, cd, ret, conv = a->op >= SC_REGION_CONV_FWD && a->op <= SC_REGION_CONV_BWD_FILTER;
     int pool = a->op == SC_REGION_POOL_FWD || a->op == SC_REGION_POOL_BWD, assemble = !conv && !pool;
     channels(a, &ca, &cb, &cd);
-    if (a->na < 1 || a->nb < 0 || a->na + a->nb > SC_REGION_MAX_SRC || a->n < 1 || ca < 1 ||
-        sc_box_empty(a->region) || (a->op == SC_REGION_POOL_BWD && a->pool.max && a->nb < 1))
+    if (a->na < 1 || a->nb < 0 || a->na + a->nb > SC_REGION_MAX_SRC || a->n < 1 || ca < 1 || sc_box_empty(a->region) ||
+        (a->op == SC_REGION_POOL_BWD && a->pool.max && a->nb < 1))
         return sc_error(SC_ERR_ARG, "%s: bad arguments (n %d, %d+%d sources, c %d)", op, a->n, a->na, a->nb, ca);
     if (conv && (ret = sc_conv_args_check(&a->conv, op)))
         return ret;
-    if (pool && (a->pool.c < 1 || a->pool.kh < 1 || a->pool.sh < 1 || a->pool.ph >= a->pool.kh ||
-                 a->pool.oh < 1 || a->pool.ow < 1))
+    if (pool && (a->pool.c < 1 || a->pool.kh < 1 || a->pool.sh < 1 || a->pool.ph >= a->pool.kh || a->pool.oh < 1 ||
+                 a->pool.ow < 1))
         return sc_error(SC_ERR_SHAPE, "%s: bad pooling geometry", op);
     for (int i = 0; i < a->na + a->nb; i++) {
         const struct sc_region_src *s = &a->src[i];
@@ -106,10 +120,10 @@ int sc_insert_region(const struct sc_task_opts *opts, const struct sc_region_arg
                  sizeof(float), op, "dparams")))
             return ret;
     } else {
-        int in_dst = a->s0 >= a->dst_s0 && a->s0 + a->n <= a->dst_s0 + a->dst_n &&
-                     sc_box_contains(a->dst_box, a->region);
-        if (!in_dst || (ret = sc_check_vec(dst, (size_t)a->dst_n * cd * sc_box_area(a->dst_box), sizeof(float),
-                                           op, "destination")))
+        int in_dst =
+            a->s0 >= a->dst_s0 && a->s0 + a->n <= a->dst_s0 + a->dst_n && sc_box_contains(a->dst_box, a->region);
+        if (!in_dst || (ret = sc_check_vec(dst, (size_t)a->dst_n * cd * sc_box_area(a->dst_box), sizeof(float), op,
+                                           "destination")))
             return in_dst ? ret : sc_error(SC_ERR_ARG, "%s: the region is not within the destination", op);
     }
     if (conv && a->op != SC_REGION_CONV_BWD_FILTER &&

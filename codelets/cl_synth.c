@@ -89,8 +89,8 @@ int sc_insert_synth_labels(const struct sc_task_opts *opts, const struct sc_synt
     int ret;
     if ((ret = sc_synth_check(a, "synth_labels")))
         return ret;
-    if (a->n < 1 || !idx || oh < 1 || ow < 1 || oh > a->h || ow > a->w || box.r0 < 0 || box.r1 > oh ||
-        box.c0 < 0 || box.c1 > ow || sc_box_empty(box))
+    if (a->n < 1 || !idx || oh < 1 || ow < 1 || oh > a->h || ow > a->w || box.r0 < 0 || box.r1 > oh || box.c0 < 0 ||
+        box.c1 > ow || sc_box_empty(box))
         return sc_error(SC_ERR_ARG, "synth_labels: bad arguments (n %d, %dx%d)", a->n, oh, ow);
     size_t per = a->kind == SC_SYNTH_MESH ? (size_t)sc_box_area(box) : 1;
     if ((ret = sc_check_vec(labels, (size_t)a->n * per, sizeof(int32_t), "synth_labels", "labels")))

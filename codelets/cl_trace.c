@@ -26,7 +26,7 @@ unsigned long long sc_task_opts_where_mask(const struct sc_task_opts *opts)
 
 /* Records live in fixed-size blocks that never move; only the submitting
  * thread allocates, callbacks only write into the record they were given. */
-#define BLOCK 4096
+#define BLOCK      4096
 #define MAX_BLOCKS 4096
 
 static struct sc_trace_rec *blocks[MAX_BLOCKS];

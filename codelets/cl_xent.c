@@ -9,8 +9,7 @@
 #endif
 
 static int xent_check(const struct sc_xent_args *a, const char *op, starpu_data_handle_t logits,
-                      starpu_data_handle_t labels, starpu_data_handle_t dlogits,
-                      starpu_data_handle_t stats)
+                      starpu_data_handle_t labels, starpu_data_handle_t dlogits, starpu_data_handle_t stats)
 {
     size_t nl = (size_t)a->n * a->classes;
     int ret;

@@ -133,8 +133,8 @@ int sc_insert_accumulate(const struct sc_task_opts *opts, starpu_data_handle_t d
  * first step gives v = g', as PyTorch's first step does. */
 struct sc_sgd_args {
     float lr, momentum, weight_decay;
-    int64_t iteration;              /* the update's iteration, from 1 (for watch) */
-    struct sc_nonfinite *watch;     /* NULL: no check */
+    int64_t iteration;          /* the update's iteration, from 1 (for watch) */
+    struct sc_nonfinite *watch; /* NULL: no check */
     /* NULL, or a count (one float) of the pieces of this batch's gradient
      * that are not finite, on all ranks: when it is not 0 the update
      * changes nothing and is recorded in watch (a whole batch skipped). */
@@ -179,7 +179,7 @@ struct sc_trace_rec {
     char name[64];
     int64_t iteration;
     int kind;
-    int worker;              /* StarPU worker id (tasks) */
+    int worker; /* StarPU worker id (tasks) */
     double start, end;
 };
 /* Start recording (or change the iteration the new records belong to). */

@@ -16,8 +16,10 @@
 #include "fuzz_common.h"
 
 static const char *const names[4] = {
-    "train-images-idx3-ubyte", "train-images-idx3-ubyte.gz",
-    "train-labels-idx1-ubyte", "train-labels-idx1-ubyte.gz",
+    "train-images-idx3-ubyte",
+    "train-images-idx3-ubyte.gz",
+    "train-labels-idx1-ubyte",
+    "train-labels-idx1-ubyte.gz",
 };
 
 static void write_part(const char *name, int gz, int level, const uint8_t *p, size_t n)

@@ -12,8 +12,7 @@ static void check_net(const struct sc_net *net)
         fuzz_fail("net", "accepted a network without layers or classes");
     for (int i = 0; i < net->nlayers; i++) {
         const struct sc_layer *l = &net->layers[i];
-        if (l->in.c < 1 || l->in.h < 1 || l->in.w < 1 || l->out.c < 1 || l->out.h < 1 ||
-            l->out.w < 1)
+        if (l->in.c < 1 || l->in.h < 1 || l->in.w < 1 || l->out.c < 1 || l->out.h < 1 || l->out.w < 1)
             fuzz_fail("net", "a layer with an empty shape");
         for (int k = 0; k < l->nsrc; k++)
             if (l->src[k] >= i || l->src[k] < -1)

@@ -10,8 +10,7 @@ static void check_file(const struct sc_st_file *f)
         fuzz_fail("safetensors", "inconsistent file struct");
     for (int i = 0; i < f->ntensors; i++) {
         const struct sc_st_tensor *t = &f->tensors[i];
-        if (t->ndim < 0 || t->ndim > SC_ST_MAXDIM || t->offset > f->data_bytes ||
-            t->nbytes > f->data_bytes - t->offset)
+        if (t->ndim < 0 || t->ndim > SC_ST_MAXDIM || t->offset > f->data_bytes || t->nbytes > f->data_bytes - t->offset)
             fuzz_fail("safetensors", "tensor outside the data section");
         for (int d = 0; d < t->ndim; d++)
             if (t->shape[d] < 0)
@@ -60,8 +59,8 @@ static void round_trip(const struct sc_st_file *f)
     for (int i = 0; i < f->ntensors; i++) {
         const struct sc_st_tensor *a = &f->tensors[i], *b = sc_st_find(g, a->name);
         if (!b || strcmp(a->dtype, b->dtype) || a->ndim != b->ndim ||
-            memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) ||
-            a->offset != b->offset || a->nbytes != b->nbytes)
+            memcmp(a->shape, b->shape, (size_t)a->ndim * sizeof a->shape[0]) || a->offset != b->offset ||
+            a->nbytes != b->nbytes)
             fuzz_fail("safetensors", "round trip changed a tensor");
     }
     sc_st_free(g);

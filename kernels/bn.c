@@ -40,8 +40,7 @@ void sc_bn_stats(const struct sc_bn_args *args, const float *x, double *st)
 /* ---- y = scale*x + shift per channel, then ReLU ---- */
 
 /* y = (x - mean)*s + beta over one channel of one sample. */
-static void bn_apply(const float *restrict x, float *restrict y, size_t hw, float mean, float s, float beta,
-                     int relu)
+static void bn_apply(const float *restrict x, float *restrict y, size_t hw, float mean, float s, float beta, int relu)
 {
     /* SIMD lanes: a branch per element would mispredict on random signs */
     if (relu) {
@@ -74,8 +73,7 @@ void sc_bn_fwd(const struct sc_bn_args *args, double count, const float *x, cons
     for (int i = 0; i < a.n; i++)
         for (int ch = 0; ch < a.c; ch++) {
             size_t off = ((size_t)i * a.c + ch) * a.hw;
-            bn_apply(x + off, y + off, (size_t)a.hw, saved[ch], prm[ch] * saved[a.c + ch], prm[a.c + ch],
-                     a.relu);
+            bn_apply(x + off, y + off, (size_t)a.hw, saved[ch], prm[ch] * saved[a.c + ch], prm[a.c + ch], a.relu);
         }
 }
 

@@ -8,10 +8,10 @@
 #define SC_KERNELS_BN_H
 
 struct sc_bn_args {
-    int n, c, hw;        /* the tile: x[n*c*hw] */
-    float eps;           /* added to the variance */
-    float momentum;      /* of the running statistics, as PyTorch's (0.1) */
-    int relu;            /* 1: y = max(0, bn(x)) */
+    int n, c, hw;   /* the tile: x[n*c*hw] */
+    float eps;      /* added to the variance */
+    float momentum; /* of the running statistics, as PyTorch's (0.1) */
+    int relu;       /* 1: y = max(0, bn(x)) */
 };
 
 /* stats = [sum x | sum x^2] per channel, over n and hw (overwritten). */

@@ -39,8 +39,15 @@ struct sc_cuda_verdict {
 };
 
 /* The device buffers of a worker (sc_cuda_buf). */
-enum { SC_CUDA_BUF_REGION0, SC_CUDA_BUF_REGION1, SC_CUDA_BUF_REGION2,
-       SC_CUDA_BUF_CONV_PAD, SC_CUDA_BUF_CONV_PAD2, SC_CUDA_BUF_SMALL, SC_CUDA_NBUFS };
+enum {
+    SC_CUDA_BUF_REGION0,
+    SC_CUDA_BUF_REGION1,
+    SC_CUDA_BUF_REGION2,
+    SC_CUDA_BUF_CONV_PAD,
+    SC_CUDA_BUF_CONV_PAD2,
+    SC_CUDA_BUF_SMALL,
+    SC_CUDA_NBUFS
+};
 
 /* A CUDA worker's own state, used by its thread only.  ready: made whole
  * by sc_cuda_worker_init. */

@@ -15,8 +15,8 @@ void sc_load_batch(const uint8_t *images, const uint8_t *src_labels, int pixels,
 /* A block of each sample, for spatially split inputs:
  * x[n*c*(r1-r0)*(c1-c0)], NCHW of the block. */
 struct sc_load_block {
-    int c, h, w;              /* the data set's sample shape */
-    int r0, r1, c0, c1;       /* the block */
+    int c, h, w;        /* the data set's sample shape */
+    int r0, r1, c0, c1; /* the block */
 };
 void sc_load_images(const uint8_t *images, const struct sc_load_block *b, int n, const int32_t *idx, float *x);
 /* The labels on their own (the loss layer's tiles may hold other samples

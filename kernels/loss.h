@@ -15,7 +15,7 @@
  * sample (evaluation's last batch): gradient 0, not reported. */
 struct sc_xent_args {
     int n, classes;
-    float scale;         /* dlogits = scale * (softmax - onehot); 1/global batch */
+    float scale; /* dlogits = scale * (softmax - onehot); 1/global batch */
 };
 void sc_xent(const struct sc_xent_args *a, const float *logits, const int32_t *labels, float *dlogits, float *stats);
 
@@ -24,7 +24,7 @@ void sc_xent(const struct sc_xent_args *a, const float *logits, const int32_t *l
  * sample's pixel) is not recorded. */
 struct sc_pixel_xent_args {
     int n, classes, hw;
-    float scale;         /* dlogits = scale * (softmax - onehot) */
+    float scale; /* dlogits = scale * (softmax - onehot) */
 };
 void sc_pixel_xent(const struct sc_pixel_xent_args *a, const float *logits, const int32_t *labels, float *dlogits,
                    float *stats);

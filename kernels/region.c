@@ -77,11 +77,18 @@ static void gather(const struct backend *be, const struct sc_region_src *src, fl
             continue;
         size_t bh = rows(b->box), bw = cols(b->box);
         be->copy(be, &(struct box_copy){
-            .dst = buf + ((size_t)(sa - s0) * c * wh + (x.r0 - win.r0)) * ww + (x.c0 - win.c0),
-            .ds = c * wh * ww, .dc = wh * ww, .dr = ww,
-            .src = p + ((size_t)(sa - b->s0) * c * bh + (x.r0 - b->box.r0)) * bw + (x.c0 - b->box.c0),
-            .ss = c * bh * bw, .sc = bh * bw, .sr = bw,
-            .ns = sb - sa, .nc = c, .nr = rows(x), .nx = cols(x)});
+                         .dst = buf + ((size_t)(sa - s0) * c * wh + (x.r0 - win.r0)) * ww + (x.c0 - win.c0),
+                         .ds = c * wh * ww,
+                         .dc = wh * ww,
+                         .dr = ww,
+                         .src = p + ((size_t)(sa - b->s0) * c * bh + (x.r0 - b->box.r0)) * bw + (x.c0 - b->box.c0),
+                         .ss = c * bh * bw,
+                         .sc = bh * bw,
+                         .sr = bw,
+                         .ns = sb - sa,
+                         .nc = c,
+                         .nr = rows(x),
+                         .nx = cols(x)});
     }
 }
 
@@ -149,19 +156,26 @@ static void scatter(const struct backend *be, float *dst, int dst_s0, struct sc_
     if (sc_box_empty(part))
         return;
     size_t dh = rows(dbox), dw = cols(dbox), bh = rows(bbox), bw = cols(bbox);
-    be->copy(be, &(struct box_copy){
-        .dst = dst + ((size_t)(s0 - dst_s0) * c * dh + (part.r0 - dbox.r0)) * dw + (part.c0 - dbox.c0),
-        .ds = c * dh * dw, .dc = dh * dw, .dr = dw,
-        .src = buf ? buf + (size_t)(part.r0 - bbox.r0) * bw + (part.c0 - bbox.c0) : NULL,
-        .ss = c * bh * bw, .sc = bh * bw, .sr = bw,
-        .ns = n, .nc = c, .nr = rows(part), .nx = cols(part)});
+    be->copy(be, &(struct box_copy){.dst = dst + ((size_t)(s0 - dst_s0) * c * dh + (part.r0 - dbox.r0)) * dw +
+                                           (part.c0 - dbox.c0),
+                                    .ds = c * dh * dw,
+                                    .dc = dh * dw,
+                                    .dr = dw,
+                                    .src = buf ? buf + (size_t)(part.r0 - bbox.r0) * bw + (part.c0 - bbox.c0) : NULL,
+                                    .ss = c * bh * bw,
+                                    .sc = bh * bw,
+                                    .sr = bw,
+                                    .ns = n,
+                                    .nc = c,
+                                    .nr = rows(part),
+                                    .nx = cols(part)});
 }
 
 /* The input window of output region o under kernel k, stride s, padding
  * p, clipped to the image (h x w); *pt, *pl: the padding left above and to
  * the left of it. */
-static struct sc_box in_window(struct sc_box o, int kh, int kw, int sh, int sw, int ph, int pw, int h, int w,
-                               int *pt, int *pl)
+static struct sc_box in_window(struct sc_box o, int kh, int kw, int sh, int sw, int ph, int pw, int h, int w, int *pt,
+                               int *pl)
 {
     int r0 = o.r0 * sh - ph, r1 = (o.r1 - 1) * sh - ph + kh;
     int c0 = o.c0 * sw - pw, c1 = (o.c1 - 1) * sw - pw + kw;
@@ -174,7 +188,7 @@ static struct sc_box in_window(struct sc_box o, int kh, int kw, int sh, int sw, 
 /* The outputs whose windows touch input region x (clipped to oh x ow). */
 static struct sc_box touching(struct sc_box x, int kh, int kw, int sh, int sw, int ph, int pw, int oh, int ow)
 {
-#define FLOORDIV(a, b) ((a) >= 0 ? (a) / (b) : -((-(a) + (b) - 1) / (b)))
+#define FLOORDIV(a, b) ((a) >= 0 ? (a) / (b) : -((-(a) + (b)-1) / (b)))
     struct sc_box o = {FLOORDIV(x.r0 + ph - kh, sh) + 1, FLOORDIV(x.r1 - 1 + ph, sh) + 1,
                        FLOORDIV(x.c0 + pw - kw, sw) + 1, FLOORDIV(x.c1 - 1 + pw, sw) + 1};
 #undef FLOORDIV
@@ -304,11 +318,21 @@ static void region_run(const struct backend *be, const struct sc_region_args *a,
     case SC_REGION_SUM:
         assemble(be, 1, a, buffers);
         break;
-    case SC_REGION_CONV_FWD: conv_fwd(a, buffers, be, ws); break;
-    case SC_REGION_CONV_BWD_DATA: conv_bwd_data(a, buffers, be, ws); break;
-    case SC_REGION_CONV_BWD_FILTER: conv_bwd_filter(a, buffers, be, ws); break;
-    case SC_REGION_POOL_FWD: pool_fwd(a, buffers, be); break;
-    case SC_REGION_POOL_BWD: pool_bwd(a, buffers, be); break;
+    case SC_REGION_CONV_FWD:
+        conv_fwd(a, buffers, be, ws);
+        break;
+    case SC_REGION_CONV_BWD_DATA:
+        conv_bwd_data(a, buffers, be, ws);
+        break;
+    case SC_REGION_CONV_BWD_FILTER:
+        conv_bwd_filter(a, buffers, be, ws);
+        break;
+    case SC_REGION_POOL_FWD:
+        pool_fwd(a, buffers, be);
+        break;
+    case SC_REGION_POOL_BWD:
+        pool_bwd(a, buffers, be);
+        break;
     }
 }
 

@@ -34,16 +34,16 @@ enum sc_region_op {
 
 struct sc_region_args {
     int op;
-    int s0, n;                 /* samples computed (global indices) */
-    struct sc_conv_args conv;  /* the layer on whole images (its n is ignored) */
+    int s0, n;                /* samples computed (global indices) */
+    struct sc_conv_args conv; /* the layer on whole images (its n is ignored) */
     struct sc_pool_args pool;
-    int c, dst_ch0;            /* COPY, SUM: the destination's channels [dst_ch0, dst_ch0 + c) */
-    int relu;                  /* SUM: then ReLU */
-    struct sc_box region;      /* output coordinates for forward and filter, input ones for
-                                * backward data, the destination block for COPY */
-    int dst_s0, dst_n;         /* the destination handle's block (not for BWD_FILTER) */
+    int c, dst_ch0;       /* COPY, SUM: the destination's channels [dst_ch0, dst_ch0 + c) */
+    int relu;             /* SUM: then ReLU */
+    struct sc_box region; /* output coordinates for forward and filter, input ones for
+                           * backward data, the destination block for COPY */
+    int dst_s0, dst_n;    /* the destination handle's block (not for BWD_FILTER) */
     struct sc_box dst_box;
-    int na, nb;                /* sources: a first, then b */
+    int na, nb; /* sources: a first, then b */
     struct sc_region_src src[SC_REGION_MAX_SRC];
 };
 

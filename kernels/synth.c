@@ -20,11 +20,11 @@
 _Static_assert(sizeof(struct sc_synth_args) == sizeof(uint64_t) + 12 * sizeof(int),
                "struct sc_synth_args must have no padding");
 
-#define IMAGE_K 3   /* waves per IMAGE channel */
-#define MESH_K 4    /* waves per MESH field */
+#define IMAGE_K      3 /* waves per IMAGE channel */
+#define MESH_K       4 /* waves per MESH field */
 #define LABEL_FIELDS 4
-#define MARGIN 2    /* reach of the MESH label rule */
-#define TWO_PI 6.283185307179586
+#define MARGIN       2 /* reach of the MESH label rule */
+#define TWO_PI       6.283185307179586
 
 enum { TAG_LABEL = 1, TAG_CLASS, TAG_JITTER, TAG_NOISE, TAG_MESH };
 
@@ -57,8 +57,8 @@ int sc_synth_check(const struct sc_synth_args *a, const char *op)
     if (a->c < 1 || a->h < 1 || a->w < 1)
         return sc_error(SC_ERR_SHAPE, "%s: bad sample shape %dx%dx%d", op, a->c, a->h, a->w);
     if (a->r0 < 0 || a->r0 >= a->r1 || a->r1 > a->h || a->c0 < 0 || a->c0 >= a->c1 || a->c1 > a->w)
-        return sc_error(SC_ERR_SHAPE, "%s: block rows [%d,%d) x cols [%d,%d) is not inside %dx%d", op,
-                        a->r0, a->r1, a->c0, a->c1, a->h, a->w);
+        return sc_error(SC_ERR_SHAPE, "%s: block rows [%d,%d) x cols [%d,%d) is not inside %dx%d", op, a->r0, a->r1,
+                        a->c0, a->c1, a->h, a->w);
     if (a->classes < 2)
         return sc_error(SC_ERR_ARG, "%s: %d classes (needs at least 2)", op, a->classes);
     if (a->kind == SC_SYNTH_MESH && a->classes != 2)
@@ -89,9 +89,9 @@ size_t sc_synth_label_count(const struct sc_synth_args *a)
 /* ---- tables ---- */
 
 struct tables {
-    int k;       /* waves per field */
-    int nr, nc;  /* rows r0-MARGIN .. r1+MARGIN, cols c0-MARGIN .. c1+MARGIN */
-    float *t;    /* per field, per wave: rs[nr], rc[nr], cs[nc], cc[nc] */
+    int k;      /* waves per field */
+    int nr, nc; /* rows r0-MARGIN .. r1+MARGIN, cols c0-MARGIN .. c1+MARGIN */
+    float *t;   /* per field, per wave: rs[nr], rc[nr], cs[nc], cc[nc] */
 };
 
 static size_t field_floats(const struct tables *tb)
@@ -117,13 +117,11 @@ static size_t ws_floats(const struct sc_synth_args *a, struct tables *tb)
     return n;
 }
 
-static void fill_tables(const struct sc_synth_args *a, const struct tables *tb, int field,
-                        const struct wave *wv)
+static void fill_tables(const struct sc_synth_args *a, const struct tables *tb, int field, const struct wave *wv)
 {
     float *t = tb->t + (size_t)field * field_floats(tb);
     for (int k = 0; k < tb->k; k++) {
-        float *rs = t + (size_t)k * 2 * (tb->nr + tb->nc), *rc = rs + tb->nr, *cs = rc + tb->nr,
-              *cc = cs + tb->nc;
+        float *rs = t + (size_t)k * 2 * (tb->nr + tb->nc), *rc = rs + tb->nr, *cs = rc + tb->nr, *cc = cs + tb->nc;
         for (int i = 0; i < tb->nr; i++) {
             double r = (double)(a->r0 - MARGIN + i);
             rs[i] = (float)(wv[k].amp * sin(wv[k].kr * r));
@@ -139,9 +137,8 @@ static void fill_tables(const struct sc_synth_args *a, const struct tables *tb, 
 
 /* out[q] = field at table row i, table columns j0 .. j0+count-1; the waves
  * summed in order, the same code for every block. */
-static inline __attribute__((always_inline)) void field_row_k(const struct tables *tb, int field, int K,
-                                                              int i, int j0, int count,
-                                                              float *restrict out)
+static inline __attribute__((always_inline)) void field_row_k(const struct tables *tb, int field, int K, int i, int j0,
+                                                              int count, float *restrict out)
 {
     const float *t = tb->t + (size_t)field * field_floats(tb);
     const size_t stride = 2 * ((size_t)tb->nr + (size_t)tb->nc);
@@ -182,8 +179,7 @@ static int image_label(const struct sc_synth_args *a, int32_t idx)
     return (int)(hash5(a->seed, TAG_LABEL, (uint32_t)idx, 0, 0) % (uint64_t)a->classes);
 }
 
-static void image_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
-                         const struct tables *tb)
+static void image_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels, const struct tables *tb)
 {
     int label = image_label(a, idx);
     int bh = a->r1 - a->r0, bw = a->c1 - a->c0;
@@ -257,8 +253,8 @@ static void mesh_label_row(const struct tables *tb, int i, int bw, float *rows, 
     }
 }
 
-static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
-                        const struct tables *tb, float *rows)
+static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels, const struct tables *tb,
+                        float *rows)
 {
     int bh = a->r1 - a->r0, bw = a->c1 - a->c0, nf = fields_needed(a);
     for (int f = 0; f < nf; f++) {
@@ -274,8 +270,7 @@ static void mesh_sample(const struct sc_synth_args *a, int32_t idx, float *x, in
 }
 
 /* One sample's block, with a workspace of ws_floats() floats. */
-static void synth_sample_ws(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels,
-                            float *ws)
+static void synth_sample_ws(const struct sc_synth_args *a, int32_t idx, float *x, int32_t *labels, float *ws)
 {
     struct tables tb;
     ws_floats(a, &tb);

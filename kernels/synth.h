@@ -41,14 +41,14 @@ enum sc_synth_kind { SC_SYNTH_IMAGE, SC_SYNTH_MESH };
  * into task arguments as raw bytes. */
 struct sc_synth_args {
     uint64_t seed;
-    int kind;            /* enum sc_synth_kind */
-    int c, h, w;         /* whole sample */
-    int classes;         /* IMAGE: classes of the per-sample label; MESH: 2 */
-    int r0, r1, c0, c1;  /* the block to write: rows [r0,r1) x cols [c0,c1) */
-    int n;               /* samples in the tile */
-    int nan_sample;      /* 1 + the index of a sample whose value at (0, h/2, w/2) is NaN,
-                          * a corrupt sample for the tests of --nonfinite; 0: none */
-    int reserved;        /* 0 (keeps the struct free of padding) */
+    int kind;           /* enum sc_synth_kind */
+    int c, h, w;        /* whole sample */
+    int classes;        /* IMAGE: classes of the per-sample label; MESH: 2 */
+    int r0, r1, c0, c1; /* the block to write: rows [r0,r1) x cols [c0,c1) */
+    int n;              /* samples in the tile */
+    int nan_sample;     /* 1 + the index of a sample whose value at (0, h/2, w/2) is NaN,
+                         * a corrupt sample for the tests of --nonfinite; 0: none */
+    int reserved;       /* 0 (keeps the struct free of padding) */
 };
 
 /* 0, or SC_ERR_SHAPE / SC_ERR_ARG naming op (base/error.h) when a is not

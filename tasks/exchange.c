@@ -18,7 +18,7 @@ struct piece {
     int64_t tag;
 };
 
-struct local {                 /* a consumer tile's part held by one of our own source tiles */
+struct local { /* a consumer tile's part held by one of our own source tiles */
     int tile, src_tile;
     struct sc_region_src desc; /* the whole source tile */
 };
@@ -200,8 +200,10 @@ int sc_fetch_sources(const struct sc_fetch *f, starpu_data_handle_t *src_tiles, 
         if (tile != t || (win && sc_box_empty(sc_box_intersect(*win, d->box))))
             continue;
         if (n == max)
-            return sc_error(SC_ERR_SHAPE, "%s: a tile needs more than %d source blocks; use fewer ranks or "
-                            "workers for this layer", f->comm_name, max);
+            return sc_error(SC_ERR_SHAPE,
+                            "%s: a tile needs more than %d source blocks; use fewer ranks or "
+                            "workers for this layer",
+                            f->comm_name, max);
         desc[n] = *d;
         h[n++] = i < f->nlocal ? src_tiles[f->local[i].src_tile] : f->recv[i - f->nlocal].h;
     }
@@ -222,9 +224,9 @@ size_t sc_fetch_bytes(const struct sc_fetch *f)
 
 struct sc_group_sum {
     MPI_Comm comm;
-    int n, me;                 /* members, this rank's index among them */
+    int n, me; /* members, this rank's index among them */
     int *members;
-    double **buf;              /* one per member (this rank's unused) */
+    double **buf; /* one per member (this rank's unused) */
     starpu_data_handle_t *h;
     int64_t tag;
     char name[64], sum_name[64];

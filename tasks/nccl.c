@@ -24,9 +24,9 @@ struct sc_nccl {
     ncclComm_t comm;
     ncclUniqueId id;
     int rank, size;
-    unsigned worker;              /* the CUDA worker that issues every call */
+    unsigned worker; /* the CUDA worker that issues every call */
     ncclResult_t init_result;
-    starpu_data_handle_t order;   /* the token */
+    starpu_data_handle_t order; /* the token */
     char name[64];
 };
 
@@ -47,7 +47,7 @@ int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
     int found = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, workers, STARPU_NMAXWORKERS);
     if (found < 1)
         return sc_error(SC_ERR_ARG, "--collectives nccl: this rank has no CUDA worker (STARPU_NCUDA=0, or no "
-                        "GPU); use --collectives tasks");
+                                    "GPU); use --collectives tasks");
     struct sc_nccl *n = calloc(1, sizeof(*n));
     if (!n)
         return sc_error(SC_ERR_NOMEM, "out of memory for an NCCL communicator");
@@ -78,7 +78,8 @@ int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
         free(n);
         /* The usual cause: two ranks on one GPU ("Duplicate GPU detected"
          * under NCCL_DEBUG=WARN), which NCCL refuses. */
-        return sc_error(SC_ERR_RUNTIME, "NCCL: communicator initialisation failed%s%s; NCCL needs one GPU per rank "
+        return sc_error(SC_ERR_RUNTIME,
+                        "NCCL: communicator initialisation failed%s%s; NCCL needs one GPU per rank "
                         "(ranks sharing a GPU fail), so run at most as many ranks per node as it has GPUs, or use "
                         "--collectives tasks",
                         res != ncclSuccess ? ": " : " on another rank",
@@ -187,8 +188,10 @@ int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, const struct sc_task_opts 
         for (int q = 0; q < n->size; q++)
             if (q != n->rank && (starpu_vector_get_nx(remote[q * ntiles + t]) != nx ||
                                  starpu_vector_get_elemsize(remote[q * ntiles + t]) != sizeof(float)))
-                return sc_error(SC_ERR_SHAPE, "NCCL allgather: the buffer of rank %d's tile %d holds %zu floats, "
-                                "the local tile %zu", q, t, (size_t)starpu_vector_get_nx(remote[q * ntiles + t]), nx);
+                return sc_error(SC_ERR_SHAPE,
+                                "NCCL allgather: the buffer of rank %d's tile %d holds %zu floats, "
+                                "the local tile %zu",
+                                q, t, (size_t)starpu_vector_get_nx(remote[q * ntiles + t]), nx);
     }
     int nbuf = n->size * ntiles + 1, k = 0;
     struct starpu_data_descr *d = malloc((size_t)nbuf * sizeof(*d));
@@ -214,7 +217,7 @@ int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
 {
     (void)out, (void)comm;
     return sc_error(SC_ERR_ARG, "--collectives nccl: starconv was built without NCCL (./configure --with-cuda, "
-                    "with a StarPU built with CUDA and NCCL under the CUDA folder: docs/gpu.md)");
+                                "with a StarPU built with CUDA and NCCL under the CUDA folder: docs/gpu.md)");
 }
 
 void sc_nccl_destroy(struct sc_nccl *n)

@@ -124,8 +124,8 @@ int main(int argc, char **argv)
             worst = rel;
         compared++;
     }
-    printf("%s: %d tensors compared, worst relative error %.3e (tolerance %.1e)", bad ? "FAIL" : "ok", compared,
-           worst, rtol);
+    printf("%s: %d tensors compared, worst relative error %.3e (tolerance %.1e)", bad ? "FAIL" : "ok", compared, worst,
+           rtol);
     if (worst_momentum >= 0)
         printf(", momentum buffers %.3e", worst_momentum);
     printf("\n");

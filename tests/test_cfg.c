@@ -19,8 +19,8 @@ static char tmpdir[256];
 static void expect_err(int rc, int want, const char *needle, const char *what)
 {
     const char *msg = sc_last_error();
-    check(rc == want && strstr(msg, needle) != NULL, "%s: rc %d (want %d), \"%s\" has \"%s\"",
-          what, rc, want, msg, needle);
+    check(rc == want && strstr(msg, needle) != NULL, "%s: rc %d (want %d), \"%s\" has \"%s\"", what, rc, want, msg,
+          needle);
 }
 
 static const char *write_file(const char *name, const void *data, size_t len)
@@ -63,67 +63,57 @@ static int get_float_of(const char *text, const char *key, double *v)
     return rc;
 }
 
-static const char *model =
-    "# a small network\n"
-    "; another comment style\n"
-    "\n"
-    "[net]\n"
-    "batch=64\n"
-    "  learning_rate = 0.01   \n"
-    "\tmomentum\t=\t0.9\n"
-    "\n"
-    "[convolutional]   # first layer\n"
-    "filters=32\n"
-    "size = 3\n"
-    "activation=relu ; inline comment\n"
-    "[ maxpool ]\n"
-    "size=2\n"
-    "layers=-1,-4\n"
-    "path=/usr/share/x y/é.bin"; /* no final newline */
+static const char *model = "# a small network\n"
+                           "; another comment style\n"
+                           "\n"
+                           "[net]\n"
+                           "batch=64\n"
+                           "  learning_rate = 0.01   \n"
+                           "\tmomentum\t=\t0.9\n"
+                           "\n"
+                           "[convolutional]   # first layer\n"
+                           "filters=32\n"
+                           "size = 3\n"
+                           "activation=relu ; inline comment\n"
+                           "[ maxpool ]\n"
+                           "size=2\n"
+                           "layers=-1,-4\n"
+                           "path=/usr/share/x y/é.bin"; /* no final newline */
 
 static void check_model(struct sc_cfg *cfg, const char *what)
 {
     check(cfg->nsections == 3, "%s: 3 sections (got %d)", what, cfg->nsections);
     if (cfg->nsections != 3)
         return;
-    struct sc_cfg_section *net = &cfg->sections[0], *conv = &cfg->sections[1],
-                          *pool = &cfg->sections[2];
-    check(strcmp(net->name, "net") == 0 && net->line == 4 && net->nkeys == 3,
-          "%s: [net] at line 4 with 3 keys", what);
+    struct sc_cfg_section *net = &cfg->sections[0], *conv = &cfg->sections[1], *pool = &cfg->sections[2];
+    check(strcmp(net->name, "net") == 0 && net->line == 4 && net->nkeys == 3, "%s: [net] at line 4 with 3 keys", what);
     check(strcmp(conv->name, "convolutional") == 0 && conv->line == 9 && conv->nkeys == 3,
           "%s: [convolutional] at line 9 with 3 keys", what);
-    check(strcmp(pool->name, "maxpool") == 0 && pool->nkeys == 3,
-          "%s: spaces inside [ maxpool ] trimmed", what);
+    check(strcmp(pool->name, "maxpool") == 0 && pool->nkeys == 3, "%s: spaces inside [ maxpool ] trimmed", what);
     int batch = 0, filters = 0, size = 0, groups = 0;
     double lr = 0, mom = 0, decay = 0;
     const char *act = NULL, *layers = NULL, *path = NULL, *none = "x";
-    check(sc_cfg_get_int(cfg, net, "batch", 1, 1, 4096, &batch) == SC_OK && batch == 64,
-          "%s: batch=64", what);
+    check(sc_cfg_get_int(cfg, net, "batch", 1, 1, 4096, &batch) == SC_OK && batch == 64, "%s: batch=64", what);
     check(sc_cfg_get_float(cfg, net, "learning_rate", 0, &lr) == SC_OK && lr == 0.01,
           "%s: learning_rate with spaces and trailing blanks", what);
-    check(sc_cfg_get_float(cfg, net, "momentum", 0, &mom) == SC_OK && mom == 0.9,
-          "%s: tabs around '='", what);
-    check(sc_cfg_get_float(cfg, net, "decay", 5e-4, &decay) == SC_OK && decay == 5e-4,
-          "%s: absent float gives default", what);
-    check(sc_cfg_get_int(cfg, conv, "filters", 1, 1, 65536, &filters) == SC_OK && filters == 32,
-          "%s: filters=32", what);
-    check(sc_cfg_get_int(cfg, conv, "size", 1, 1, 11, &size) == SC_OK && size == 3 &&
-              conv->keys[1].line == 11,
+    check(sc_cfg_get_float(cfg, net, "momentum", 0, &mom) == SC_OK && mom == 0.9, "%s: tabs around '='", what);
+    check(sc_cfg_get_float(cfg, net, "decay", 5e-4, &decay) == SC_OK && decay == 5e-4, "%s: absent float gives default",
+          what);
+    check(sc_cfg_get_int(cfg, conv, "filters", 1, 1, 65536, &filters) == SC_OK && filters == 32, "%s: filters=32",
+          what);
+    check(sc_cfg_get_int(cfg, conv, "size", 1, 1, 11, &size) == SC_OK && size == 3 && conv->keys[1].line == 11,
           "%s: size=3 at line 11", what);
     check(sc_cfg_get_int(cfg, conv, "groups", 1, 1, 64, &groups) == SC_OK && groups == 1,
           "%s: absent int gives default", what);
-    check(sc_cfg_get_str(cfg, conv, "activation", "linear", &act) == SC_OK &&
-              strcmp(act, "relu") == 0,
+    check(sc_cfg_get_str(cfg, conv, "activation", "linear", &act) == SC_OK && strcmp(act, "relu") == 0,
           "%s: inline ';' comment stripped", what);
     check(sc_cfg_get_str(cfg, conv, "nothing", NULL, &none) == SC_OK && none == NULL,
           "%s: absent string gives NULL default", what);
     check(sc_cfg_check_unused(cfg, net) == SC_OK && sc_cfg_check_unused(cfg, conv) == SC_OK,
           "%s: no unused keys after reading them all", what);
-    check(sc_cfg_get_str(cfg, pool, "layers", NULL, &layers) == SC_OK &&
-              strcmp(layers, "-1,-4") == 0,
+    check(sc_cfg_get_str(cfg, pool, "layers", NULL, &layers) == SC_OK && strcmp(layers, "-1,-4") == 0,
           "%s: list value kept verbatim", what);
-    check(sc_cfg_get_str(cfg, pool, "path", NULL, &path) == SC_OK &&
-              strcmp(path, "/usr/share/x y/é.bin") == 0,
+    check(sc_cfg_get_str(cfg, pool, "path", NULL, &path) == SC_OK && strcmp(path, "/usr/share/x y/é.bin") == 0,
           "%s: inner spaces and UTF-8 kept, last line without newline", what);
     expect_err(sc_cfg_check_unused(cfg, pool), SC_ERR_PARSE, ":14: unknown key 'size' in [maxpool]",
                "unused key named with line and section");
@@ -132,16 +122,14 @@ static void check_model(struct sc_cfg *cfg, const char *what)
 static void good_files(void)
 {
     struct sc_cfg *cfg = NULL;
-    check(parse(model, &cfg) == SC_OK && cfg && strcmp(cfg->path, "m.cfg") == 0,
-          "parse_string of a model");
+    check(parse(model, &cfg) == SC_OK && cfg && strcmp(cfg->path, "m.cfg") == 0, "parse_string of a model");
     if (cfg)
         check_model(cfg, "string");
     sc_cfg_free(cfg);
 
     const char *path = write_file("lf.cfg", model, strlen(model));
     cfg = NULL;
-    check(sc_cfg_load(path, &cfg) == SC_OK && cfg && strcmp(cfg->path, path) == 0,
-          "load of a model file");
+    check(sc_cfg_load(path, &cfg) == SC_OK && cfg && strcmp(cfg->path, path) == 0, "load of a model file");
     if (cfg)
         check_model(cfg, "file");
     sc_cfg_free(cfg);
@@ -175,10 +163,9 @@ static void good_files(void)
     const char *note = NULL;
     int batch = 0;
     int rc = sc_cfg_load(path, &cfg);
-    check(rc == SC_OK && sc_cfg_get_str(cfg, &cfg->sections[0], "note", NULL, &note) == SC_OK &&
-              strlen(note) == big &&
-              sc_cfg_get_int(cfg, &cfg->sections[0], "batch", 0, 0, 9, &batch) == SC_OK &&
-              batch == 2 && cfg->sections[0].keys[1].line == 3,
+    check(rc == SC_OK && sc_cfg_get_str(cfg, &cfg->sections[0], "note", NULL, &note) == SC_OK && strlen(note) == big &&
+              sc_cfg_get_int(cfg, &cfg->sections[0], "batch", 0, 0, 9, &batch) == SC_OK && batch == 2 &&
+              cfg->sections[0].keys[1].line == 3,
           "a %zu-character value", big);
     sc_cfg_free(cfg);
     cfg = NULL;
@@ -243,30 +230,24 @@ static void bad_values(void)
     expect_err(get_int_of(conv + 14, "filters", 1, 100, &v), SC_ERR_PARSE,
                "m.cfg:2: bad number 'abc' for 'filters' in [convolutional]", "int 'abc'");
     check(v == 42, "  output untouched on error");
-    expect_err(get_int_of("[a]\nk=3x\n", "k", 0, 9, &v), SC_ERR_PARSE,
-               "m.cfg:2: bad number '3x' for 'k' in [a]", "int '3x'");
-    expect_err(get_int_of("[a]\nk=0x10\n", "k", 0, 99, &v), SC_ERR_PARSE, "bad number '0x10'",
-               "int '0x10'");
-    expect_err(get_int_of("[a]\nk=1.5\n", "k", 0, 9, &v), SC_ERR_PARSE, "bad number '1.5'",
-               "int '1.5'");
-    expect_err(get_int_of("[a]\nk=0\n", "k", 1, 9, &v), SC_ERR_PARSE,
-               "m.cfg:2: k=0 out of range [1, 9] in [a]", "int below min");
-    expect_err(get_int_of("[a]\nk=10\n", "k", 1, 9, &v), SC_ERR_PARSE, "k=10 out of range",
-               "int above max");
-    expect_err(get_int_of("[a]\nk=99999999999999999999\n", "k", 0, 9, &v), SC_ERR_PARSE,
-               "out of range", "int beyond long");
-    expect_err(get_int_of("[a]\nk=4294967297\n", "k", 0, 2147483647, &v), SC_ERR_PARSE,
-               "out of range", "int beyond int");
-    expect_err(get_float_of("[a]\n\nk=abc\n", "k", &d), SC_ERR_PARSE,
-               "m.cfg:3: bad number 'abc' for 'k' in [a]", "float 'abc'");
-    expect_err(get_float_of("[a]\nk=nan\n", "k", &d), SC_ERR_PARSE, "bad number 'nan'",
-               "float 'nan'");
-    expect_err(get_float_of("[a]\nk=inf\n", "k", &d), SC_ERR_PARSE, "bad number 'inf'",
-               "float 'inf'");
+    expect_err(get_int_of("[a]\nk=3x\n", "k", 0, 9, &v), SC_ERR_PARSE, "m.cfg:2: bad number '3x' for 'k' in [a]",
+               "int '3x'");
+    expect_err(get_int_of("[a]\nk=0x10\n", "k", 0, 99, &v), SC_ERR_PARSE, "bad number '0x10'", "int '0x10'");
+    expect_err(get_int_of("[a]\nk=1.5\n", "k", 0, 9, &v), SC_ERR_PARSE, "bad number '1.5'", "int '1.5'");
+    expect_err(get_int_of("[a]\nk=0\n", "k", 1, 9, &v), SC_ERR_PARSE, "m.cfg:2: k=0 out of range [1, 9] in [a]",
+               "int below min");
+    expect_err(get_int_of("[a]\nk=10\n", "k", 1, 9, &v), SC_ERR_PARSE, "k=10 out of range", "int above max");
+    expect_err(get_int_of("[a]\nk=99999999999999999999\n", "k", 0, 9, &v), SC_ERR_PARSE, "out of range",
+               "int beyond long");
+    expect_err(get_int_of("[a]\nk=4294967297\n", "k", 0, 2147483647, &v), SC_ERR_PARSE, "out of range",
+               "int beyond int");
+    expect_err(get_float_of("[a]\n\nk=abc\n", "k", &d), SC_ERR_PARSE, "m.cfg:3: bad number 'abc' for 'k' in [a]",
+               "float 'abc'");
+    expect_err(get_float_of("[a]\nk=nan\n", "k", &d), SC_ERR_PARSE, "bad number 'nan'", "float 'nan'");
+    expect_err(get_float_of("[a]\nk=inf\n", "k", &d), SC_ERR_PARSE, "bad number 'inf'", "float 'inf'");
     expect_err(get_float_of("[a]\nk=1e999\n", "k", &d), SC_ERR_PARSE, "m.cfg:2: k=1e999 out of range",
                "float overflow");
-    expect_err(get_float_of("[a]\nk=0.1.2\n", "k", &d), SC_ERR_PARSE, "bad number '0.1.2'",
-               "float '0.1.2'");
+    expect_err(get_float_of("[a]\nk=0.1.2\n", "k", &d), SC_ERR_PARSE, "bad number '0.1.2'", "float '0.1.2'");
     check(d == 42, "  output untouched on error");
 
     /* A long bad value is quoted truncated, so the line stays readable. */
@@ -274,10 +255,8 @@ static void bad_values(void)
     memset(text + 6, '9', 2000);
     text[2006] = 'x';
     text[2007] = '\0';
-    expect_err(get_int_of(text, "k", 0, 9, &v), SC_ERR_PARSE, "m.cfg:2: bad number '999",
-               "2000-char bad number");
-    check(strlen(sc_last_error()) < 200, "  message truncated to %zu chars",
-          strlen(sc_last_error()));
+    expect_err(get_int_of(text, "k", 0, 9, &v), SC_ERR_PARSE, "m.cfg:2: bad number '999", "2000-char bad number");
+    check(strlen(sc_last_error()) < 200, "  message truncated to %zu chars", strlen(sc_last_error()));
 }
 
 static void bad_files(void)
@@ -285,8 +264,7 @@ static void bad_files(void)
     struct sc_cfg *cfg = NULL;
     char path[512];
     snprintf(path, sizeof path, "%s/missing.cfg", tmpdir);
-    expect_err(sc_cfg_load(path, &cfg), SC_ERR_IO, "missing.cfg: No such file or directory",
-               "missing file");
+    expect_err(sc_cfg_load(path, &cfg), SC_ERR_IO, "missing.cfg: No such file or directory", "missing file");
     expect_err(sc_cfg_load(tmpdir, &cfg), SC_ERR_IO, tmpdir, "a directory");
 
     static const char nul[] = "[net]\nbatch=1\0\nx=2\n";
@@ -346,8 +324,7 @@ static void *thread_error(void *arg)
 
 static void errors_and_log(void)
 {
-    check(strcmp(sc_strerror(SC_OK), "success") == 0 &&
-              strcmp(sc_strerror(SC_ERR_MISMATCH), sc_strerror(-100)) != 0 &&
+    check(strcmp(sc_strerror(SC_OK), "success") == 0 && strcmp(sc_strerror(SC_ERR_MISMATCH), sc_strerror(-100)) != 0 &&
               strcmp(sc_strerror(-100), "unknown error") == 0,
           "sc_strerror names codes, unknown ones too");
     int distinct = 1;
@@ -355,8 +332,7 @@ static void errors_and_log(void)
         for (int b = a + 1; b <= SC_OK; b++)
             distinct &= strcmp(sc_strerror(a), sc_strerror(b)) != 0;
     check(distinct, "every code has its own name");
-    check(sc_error(SC_ERR_SHAPE, "x %d", 3) == SC_ERR_SHAPE &&
-              strcmp(sc_last_error(), "x 3") == 0,
+    check(sc_error(SC_ERR_SHAPE, "x %d", 3) == SC_ERR_SHAPE && strcmp(sc_last_error(), "x 3") == 0,
           "sc_error returns its code and keeps the message");
     sc_error(SC_ERR_IO, "inner");
     sc_error(SC_ERR_IO, "outer: %s", sc_last_error());
@@ -372,8 +348,7 @@ static void errors_and_log(void)
     void *res = NULL;
     pthread_create(&th, NULL, thread_error, NULL);
     pthread_join(th, &res);
-    check(res != NULL && strcmp(sc_last_error(), "main's message") == 0,
-          "messages are per thread");
+    check(res != NULL && strcmp(sc_last_error(), "main's message") == 0, "messages are per thread");
 
     /* Capture stderr in a file to see what sc_log prints. */
     char path[512];
@@ -416,8 +391,7 @@ int main(void)
     bad_values();
     bad_files();
     errors_and_log();
-    static const char *files[] = {"lf.cfg", "crlf.cfg", "long.cfg", "nul.cfg", "garbage.cfg",
-                                  "mixed.cfg"};
+    static const char *files[] = {"lf.cfg", "crlf.cfg", "long.cfg", "nul.cfg", "garbage.cfg", "mixed.cfg"};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         char p[512];
         snprintf(p, sizeof p, "%s/%s", tmpdir, files[i]);

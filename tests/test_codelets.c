@@ -10,9 +10,9 @@
 #include "codelets/codelets.h"
 #include "src/starconv.h"
 
-#define GUARD 16
+#define GUARD    16
 #define SENTINEL 1234.5f
-#define TOL 1e-4
+#define TOL      1e-4
 
 static int failures;
 static unsigned rng = 2024;
@@ -147,8 +147,8 @@ static void conv_fwd_ref(const struct sc_conv_args *a, const double *x, const do
 }
 
 /* dx (if not NULL) and dp = [dw | db] (if not NULL) from dy. */
-static void conv_bwd_ref(const struct sc_conv_args *a, const double *x, const double *p,
-                         const double *dy, double *dx, double *dp)
+static void conv_bwd_ref(const struct sc_conv_args *a, const double *x, const double *p, const double *dy, double *dx,
+                         double *dp)
 {
     size_t nw = (size_t)a->f * a->c * a->kh * a->kw;
     if (dx)
@@ -179,8 +179,7 @@ static void conv_bwd_ref(const struct sc_conv_args *a, const double *x, const do
 }
 
 /* Forward, or backward when dy is given (then y is unused and dx written). */
-static void pool_ref(const struct sc_pool_args *a, const double *x, double *y, const double *dy,
-                     double *dx)
+static void pool_ref(const struct sc_pool_args *a, const double *x, double *y, const double *dy, double *dx)
 {
     if (dy)
         memset(dx, 0, (size_t)a->n * a->c * a->h * a->w * sizeof *dx);
@@ -234,8 +233,8 @@ static void fc_fwd_ref(const struct sc_fc_args *a, const double *x, const double
         }
 }
 
-static void fc_bwd_ref(const struct sc_fc_args *a, const double *x, const double *p, const double *dy,
-                       double *dx, double *dp)
+static void fc_bwd_ref(const struct sc_fc_args *a, const double *x, const double *p, const double *dy, double *dx,
+                       double *dp)
 {
     size_t nw = (size_t)a->out * a->in;
     if (dx)
@@ -257,8 +256,8 @@ static void fc_bwd_ref(const struct sc_fc_args *a, const double *x, const double
 }
 
 /* Returns the summed loss; dl (if not NULL) gets scale * (softmax - onehot). */
-static double xent_ref(int n, int classes, double scale, const double *l, const int32_t *labels,
-                       double *dl, int *correct)
+static double xent_ref(int n, int classes, double scale, const double *l, const int32_t *labels, double *dl,
+                       int *correct)
 {
     double loss = 0.0;
     *correct = 0;
@@ -282,15 +281,14 @@ static double xent_ref(int n, int classes, double scale, const double *l, const 
 
 /* ---- convolution ---- */
 
-static void test_conv(int n, int c, int h, int w, int f, int kh, int kw, int sh, int sw, int ph, int pw,
-                      int oh_cut)
+static void test_conv(int n, int c, int h, int w, int f, int kh, int kw, int sh, int sw, int ph, int pw, int oh_cut)
 {
-    struct sc_conv_args a = {n, c, h, w, f, kh, kw, sh, sw, ph, pw, (h + 2 * ph - kh) / sh + 1 - oh_cut,
-                             (w + 2 * pw - kw) / sw + 1, 0};
+    struct sc_conv_args a = {
+        n, c, h, w, f, kh, kw, sh, sw, ph, pw, (h + 2 * ph - kh) / sh + 1 - oh_cut, (w + 2 * pw - kw) / sw + 1, 0};
     size_t nx = (size_t)n * c * h * w, ny = (size_t)n * f * a.oh * a.ow, np = (size_t)f * c * kh * kw + f;
     char tag[128], what[160];
-    snprintf(tag, sizeof tag, "n%d c%d %dx%d f%d k%dx%d s%dx%d p%dx%d%s", n, c, h, w, f, kh, kw, sh, sw, ph,
-             pw, oh_cut ? " (one-sided padding)" : "");
+    snprintf(tag, sizeof tag, "n%d c%d %dx%d f%d k%dx%d s%dx%d p%dx%d%s", n, c, h, w, f, kh, kw, sh, sw, ph, pw,
+             oh_cut ? " (one-sided padding)" : "");
     struct buf x = mk(nx, RANDOM), p = mk(np, RANDOM), dy = mk(ny, RANDOM);
     struct buf y0 = mk(ny, UNSET), y1 = mk(ny, UNSET), dx = mk(nx, UNSET), dp = mk(np, UNSET);
     struct sc_conv_args r = a;
@@ -343,11 +341,11 @@ static void test_pool_not_reference(void)
 #endif
 }
 
-static void test_pool(int max, int include_pad, int n, int c, int h, int w, int kh, int kw, int sh, int sw,
-                      int ph, int pw)
+static void test_pool(int max, int include_pad, int n, int c, int h, int w, int kh, int kw, int sh, int sw, int ph,
+                      int pw)
 {
-    struct sc_pool_args a = {n, c, h, w, kh, kw, sh, sw, ph, pw, (h + 2 * ph - kh) / sh + 1,
-                             (w + 2 * pw - kw) / sw + 1, max, include_pad};
+    struct sc_pool_args a = {
+        n, c, h, w, kh, kw, sh, sw, ph, pw, (h + 2 * ph - kh) / sh + 1, (w + 2 * pw - kw) / sw + 1, max, include_pad};
     size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * a.oh * a.ow;
     size_t wsb = sc_pool_workspace_bytes(&a);
     char what[160];
@@ -369,8 +367,8 @@ static void test_pool(int max, int include_pad, int n, int c, int h, int w, int 
 
     double *xd = dbl(&x), *dyd = dbl(&dy), *ref = malloc(nx * sizeof(double));
     pool_ref(&a, xd, ref, NULL, NULL);
-    snprintf(what, sizeof what, "pool_fwd %s n%d c%d %dx%d k%dx%d s%dx%d p%dx%d", kind, n, c, h, w, kh, kw,
-             sh, sw, ph, pw);
+    snprintf(what, sizeof what, "pool_fwd %s n%d c%d %dx%d k%dx%d s%dx%d p%dx%d", kind, n, c, h, w, kh, kw, sh, sw, ph,
+             pw);
     check(what, &y, ref, TOL);
     pool_ref(&a, xd, NULL, dyd, ref);
     memcpy(what, "pool_bwd", 8);
@@ -443,7 +441,7 @@ static void test_xent(void)
             l.p[i * K + k] *= 4.0f;
     }
     l.p[0 * K + labels[0]] = 9.0f; /* certainly correct */
-    for (int k = 0; k < K; k++)         /* would overflow a naive exp */
+    for (int k = 0; k < K; k++)    /* would overflow a naive exp */
         l.p[1 * K + k] = k == 3 ? 1000.0f : k == labels[1] ? 990.0f : -1000.0f;
     if (labels[1] == 3)
         labels[1] = 4, l.p[1 * K + 4] = 990.0f;

@@ -16,10 +16,10 @@
 #include "codelets/codelets.h"
 #include "src/starconv.h"
 
-#define GUARD 8
+#define GUARD    8
 #define SENTINEL 1234.5
-#define RTOL 1e-5
-#define ATOL 1e-5
+#define RTOL     1e-5
+#define ATOL     1e-5
 
 static unsigned rng = 77;
 
@@ -232,8 +232,7 @@ static void fill_tile(struct buf *x, const struct sc_bn_args *a)
     for (int i = 0; i < a->n; i++)
         for (int ch = 0; ch < a->c; ch++)
             for (int p = 0; p < a->hw; p++)
-                F(x)[IDX(i, ch, p, a->c, a->hw)] =
-                    (float)((ch - 1) + (1.0 + 0.5 * sin(ch)) * frand());
+                F(x)[IDX(i, ch, p, a->c, a->hw)] = (float)((ch - 1) + (1.0 + 0.5 * sin(ch)) * frand());
 }
 
 static void fill_params(struct buf *prm, int c)
@@ -348,8 +347,7 @@ static void test_bn_tiles(int n0, int n1, int c, int hw)
     size_t bad = 0;
     for (int k = 0; k < 2 * c; k++)
         bad += !(fabs(D(&s0)[k] - swd[k]) <= 1e-12 * fmax(1.0, fabs(swd[k])));
-    check(bad == 0, "bn_stats of 2 tiles (n%d + n%d) + accumulate_f64 = stats of the whole: %zu bad", n0, n1,
-          bad);
+    check(bad == 0, "bn_stats of 2 tiles (n%d + n%d) + accumulate_f64 = stats of the whole: %zu bad", n0, n1, bad);
     double *ywd = dbl(&yw);
     expect_close("bn_fwd tile 0 with the summed stats = the whole's", &y0, ywd);
     expect_close("bn_fwd tile 1 with the summed stats = the whole's", &y1, ywd + e0);
@@ -494,10 +492,9 @@ static void test_bn_bwd(int n, int c, int hw, int relu, int fd)
                 fdp[k - ne] = d;
         }
         double ex = vec_rel(anx, fdx, ne), ep = vec_rel(anp, fdp, 2 * c);
-        check(ex <= 2e-2, "bn_bwd_data = central differences of sum(w*y) n%d c%d hw%d relu%d (rel %.2e)", n,
-              c, hw, relu, ex);
-        check(ep <= 2e-2, "bn_param_grad = central differences of sum(w*y) c%d relu%d (rel %.2e)", c, relu,
-              ep);
+        check(ex <= 2e-2, "bn_bwd_data = central differences of sum(w*y) n%d c%d hw%d relu%d (rel %.2e)", n, c, hw,
+              relu, ex);
+        check(ep <= 2e-2, "bn_param_grad = central differences of sum(w*y) c%d relu%d (rel %.2e)", c, relu, ep);
         free(xs), free(ps), free(ys), free(fdx), free(fdp), free(anx), free(anp);
     }
     free(w), free(xd), free(pd), free(g), free(sv), free(dsref), free(dpref), free(dxref);
@@ -672,12 +669,12 @@ static void test_pixel_xent(int n, int classes, int hw, double offset, int bad_l
     snprintf(what, sizeof what, "pixel_xent dlogits n%d classes%d hw%d offset%g%s", n, classes, hw, offset,
              bad_label ? " bad label" : "");
     expect_close(what, &dl, dref);
-    snprintf(what, sizeof what, "pixel_xent loss, correct (%.4f, %ld) n%d classes%d hw%d", loss, correct, n,
-             classes, hw);
+    snprintf(what, sizeof what, "pixel_xent loss, correct (%.4f, %ld) n%d classes%d hw%d", loss, correct, n, classes,
+             hw);
     expect_close(what, &st, sref);
     if (np > 3)
-        check(correct > 0 && correct < (long)np, "pixel_xent test has right and wrong pixels (%ld of %zu)",
-          correct, np);
+        check(correct > 0 && correct < (long)np, "pixel_xent test has right and wrong pixels (%ld of %zu)", correct,
+              np);
     snprintf(what, sizeof what, "pixel_xent_eval loss, correct n%d classes%d hw%d", n, classes, hw);
     expect_close(what, &ste, sref);
     free(lab), free(dref);
@@ -866,7 +863,7 @@ int main(void)
     /*              n classes hw offset bad */
     test_pixel_xent(1, 2, 1, 0.0, 0);
     test_pixel_xent(2, 5, 9, 0.0, 0);
-    test_pixel_xent(2, 4, 70, 0.0, 0);   /* more than one block of pixels */
+    test_pixel_xent(2, 4, 70, 0.0, 0);    /* more than one block of pixels */
     test_pixel_xent(3, 7, 130, 200.0, 0); /* large logits */
     test_pixel_xent(2, 3, 10, 0.0, 1);
 

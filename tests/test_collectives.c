@@ -11,7 +11,10 @@
 #include "src/starconv.h"
 #include "tasks/tasks.h"
 
-static float value(int rank, size_t i, int round) { return (float)((rank + 1) * 0.5 + (double)(i % 97) * 0.01 + round); }
+static float value(int rank, size_t i, int round)
+{
+    return (float)((rank + 1) * 0.5 + (double)(i % 97) * 0.01 + round);
+}
 
 static int check(const char *what, size_t n, const float *got, const float *want, int rank)
 {

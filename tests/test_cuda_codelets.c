@@ -18,7 +18,7 @@
 #include "codelets/codelets.h"
 #include "src/starconv.h"
 
-#define TOL 1e-4
+#define TOL  1e-4
 #define MAXB 8
 
 static unsigned rng = 77;
@@ -38,8 +38,8 @@ struct tcase {
     int nb;
     size_t n[MAXB], es[MAXB];
     int fill[MAXB];
-    int out[MAXB];   /* compared after the task */
-    int classes;     /* for F_LABELS */
+    int out[MAXB]; /* compared after the task */
+    int classes;   /* for F_LABELS */
     int (*submit)(const void *args, starpu_data_handle_t *h);
     const void *args;
 };
@@ -48,19 +48,33 @@ static void fill(void *p, size_t n, int how, int classes)
 {
     for (size_t i = 0; i < n; i++)
         switch (how) {
-        case F_RAND: ((float *)p)[i] = (float)frand(); break;
-        case F_ZERO: memset((char *)p, 0, n * 4); return;
-        case F_NAN: ((float *)p)[i] = NAN; break;
-        case F_POS: ((float *)p)[i] = (float)(1.5 + frand()); break;
+        case F_RAND:
+            ((float *)p)[i] = (float)frand();
+            break;
+        case F_ZERO:
+            memset((char *)p, 0, n * 4);
+            return;
+        case F_NAN:
+            ((float *)p)[i] = NAN;
+            break;
+        case F_POS:
+            ((float *)p)[i] = (float)(1.5 + frand());
+            break;
         case F_LABELS:
         case F_LABELS_PAD: {
             int32_t v = (int32_t)((frand() + 1.0) / 2.0 * classes);
             ((int32_t *)p)[i] = how == F_LABELS_PAD && i % 5 == 3 ? -1 : v >= classes ? classes - 1 : v;
             break;
         }
-        case F_BYTES: ((uint8_t *)p)[i] = (uint8_t)((rng = rng * 1664525u + 1013904223u) >> 24); break;
-        case F_RAND_F64: ((double *)p)[i] = 10.0 * frand(); break;
-        case F_POS_F64: ((double *)p)[i] = 100.0 + 10.0 * frand(); break;
+        case F_BYTES:
+            ((uint8_t *)p)[i] = (uint8_t)((rng = rng * 1664525u + 1013904223u) >> 24);
+            break;
+        case F_RAND_F64:
+            ((double *)p)[i] = 10.0 * frand();
+            break;
+        case F_POS_F64:
+            ((double *)p)[i] = 100.0 + 10.0 * frand();
+            break;
         }
 }
 
@@ -136,8 +150,8 @@ static void run_case(const struct tcase *t)
         no_cuda_version++;
     } else {
         double e = compare(t, c, g);
-        check(e >= 0.0 && e <= TOL, "%s: CUDA vs CPU, max error %.3g (tolerance %g relative to max(1, |cpu|))",
-              t->name, e, TOL);
+        check(e >= 0.0 && e <= TOL, "%s: CUDA vs CPU, max error %.3g (tolerance %g relative to max(1, |cpu|))", t->name,
+              e, TOL);
     }
     for (int b = 0; b < t->nb; b++)
         free(in[b]), free(c[b]), free(g[b]);
@@ -306,33 +320,33 @@ static void conv_cases(int n, int c, int h, int w, int f, int k, int s, int p, i
     for (int i = 0; i < 3; i++)
         snprintf(name[i], sizeof name[i], "%s n%d c%d %dx%d f%d k%d s%d p%d%s%s", what[i], n, c, h, w, f, k, s, p,
                  cut ? " (one-sided padding)" : "", relu && !i ? " relu" : "");
-    struct tcase fwd = {name[0], 3, {nx, nw, ny}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0,
-                        s_conv_fwd, &a};
+    struct tcase fwd = {name[0], 3, {nx, nw, ny}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_conv_fwd, &a};
     run_case(&fwd);
-    struct tcase bd = {name[1], 3, {ny, nw, nx}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0,
-                       s_conv_bwd_data, &a};
+    struct tcase bd = {name[1], 3, {ny, nw, nx}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_conv_bwd_data, &a};
     run_case(&bd);
-    struct tcase bf = {name[2], 3, {nx, ny, nw}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0,
-                       s_conv_bwd_filter, &a};
+    struct tcase bf = {name[2],   3, {nx, ny, nw},      {4, 4, 4}, {F_RAND, F_RAND, F_NAN},
+                       {0, 0, 1}, 0, s_conv_bwd_filter, &a};
     run_case(&bf);
 }
 
 static void pool_cases(int n, int c, int h, int w, int k, int s, int p, int max, int include_pad)
 {
-    struct sc_pool_args a = {n, c, h, w, k, k, s, s, p, p, (h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1, max,
-                             include_pad};
+    struct sc_pool_args a = {n,   c,          h, w, k, k, s, s, p, p, (h + 2 * p - k) / s + 1, (w + 2 * p - k) / s + 1,
+                             max, include_pad};
     size_t nx = (size_t)n * c * h * w, ny = (size_t)n * c * a.oh * a.ow;
     size_t nws = max ? sc_pool_workspace_bytes(&a) : 1;
     char name[2][96];
     for (int i = 0; i < 2; i++)
         snprintf(name[i], sizeof name[i], "pool_%s %s n%d c%d %dx%d k%d s%d p%d", i ? "bwd" : "fwd",
-                 max ? "max" : include_pad ? "avg" : "avg (exclude pad)", n, c, h, w, k, s, p);
-    struct tcase fwd = {name[0], 3, {nx, ny, nws}, {4, 4, 1}, {F_RAND, F_NAN, F_BYTES}, {0, 1, max}, 0,
-                        s_pool_fwd, &a};
+                 max           ? "max"
+                 : include_pad ? "avg"
+                               : "avg (exclude pad)",
+                 n, c, h, w, k, s, p);
+    struct tcase fwd = {name[0], 3, {nx, ny, nws}, {4, 4, 1}, {F_RAND, F_NAN, F_BYTES}, {0, 1, max}, 0, s_pool_fwd, &a};
     run_case(&fwd);
     if (!max) {
-        struct tcase bwd = {name[1], 3, {ny, nws, nx}, {4, 1, 4}, {F_RAND, F_BYTES, F_NAN}, {0, 0, 1}, 0,
-                            s_pool_bwd, &a};
+        struct tcase bwd = {name[1],   3, {ny, nws, nx}, {4, 1, 4}, {F_RAND, F_BYTES, F_NAN},
+                            {0, 0, 1}, 0, s_pool_bwd,    &a};
         run_case(&bwd);
         return;
     }
@@ -362,8 +376,8 @@ static void pool_cases(int n, int c, int h, int w, int k, int s, int p, int max,
         double e = 0.0;
         for (size_t i = 0; i < nx; i++)
             e = fmax(e, fabs(dx[1][i] - dx[0][i]) / fmax(1.0, fabs(dx[0][i])));
-        check(!ret && e <= TOL, "%s, forward on %s: backward CUDA vs CPU, max error %.3g", name[1],
-              fk ? "CUDA" : "CPU", e);
+        check(!ret && e <= TOL, "%s, forward on %s: backward CUDA vs CPU, max error %.3g", name[1], fk ? "CUDA" : "CPU",
+              e);
         free(x), free(y), free(dy), free(ws), free(dx[0]), free(dx[1]);
     }
 }
@@ -378,11 +392,10 @@ static void fc_cases(int n, int in, int out, int relu)
     snprintf(name[2], 64, "fc_bwd_weights n%d in%d out%d", n, in, out);
     struct tcase f = {name[0], 3, {nx, nw, ny}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_fc_fwd, &a};
     run_case(&f);
-    struct tcase bd = {name[1], 3, {ny, nw, nx}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_fc_bwd_data,
-                       &a};
+    struct tcase bd = {name[1], 3, {ny, nw, nx}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0, s_fc_bwd_data, &a};
     run_case(&bd);
-    struct tcase bw = {name[2], 3, {nx, ny, nw}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0,
-                       s_fc_bwd_weights, &a};
+    struct tcase bw = {name[2],   3, {nx, ny, nw},     {4, 4, 4}, {F_RAND, F_RAND, F_NAN},
+                       {0, 0, 1}, 0, s_fc_bwd_weights, &a};
     run_case(&bw);
 }
 
@@ -394,16 +407,44 @@ static void bn_cases(int n, int c, int hw, int relu)
         {"bn_stats", 2, {nx, c2}, {4, 8}, {F_RAND, F_NAN}, {0, 1}, 0, s_bn_stats, &b},
         {"accumulate_f64", 2, {c2, c2}, {8, 8}, {F_RAND_F64, F_RAND_F64}, {1, 0}, 0, s_accumulate_f64, &b},
         /* stats: sums that give a positive variance: sum x ~ 0, sum x^2 ~ 100 */
-        {relu ? "bn_fwd relu" : "bn_fwd", 5, {nx, c2, c2, nx, c2}, {4, 8, 4, 4, 4},
-         {F_RAND, F_POS_F64, F_RAND, F_NAN, F_NAN}, {0, 0, 0, 1, 1}, 0, s_bn_fwd, &b},
-        {relu ? "bn_fwd_eval relu" : "bn_fwd_eval", 4, {nx, c2, c2, nx}, {4, 4, 4, 4},
-         {F_RAND, F_POS, F_RAND, F_NAN}, {0, 0, 0, 1}, 0, s_bn_fwd_eval, &b},
+        {relu ? "bn_fwd relu" : "bn_fwd",
+         5,
+         {nx, c2, c2, nx, c2},
+         {4, 8, 4, 4, 4},
+         {F_RAND, F_POS_F64, F_RAND, F_NAN, F_NAN},
+         {0, 0, 0, 1, 1},
+         0,
+         s_bn_fwd,
+         &b},
+        {relu ? "bn_fwd_eval relu" : "bn_fwd_eval",
+         4,
+         {nx, c2, c2, nx},
+         {4, 4, 4, 4},
+         {F_RAND, F_POS, F_RAND, F_NAN},
+         {0, 0, 0, 1},
+         0,
+         s_bn_fwd_eval,
+         &b},
         {"bn_running_update", 2, {c2, c2}, {8, 4}, {F_POS_F64, F_POS}, {0, 1}, 0, s_bn_running, &b},
-        {"bn_bwd_stats", 4, {nx, nx, c2, c2}, {4, 4, 4, 8}, {F_RAND, F_RAND, F_POS, F_NAN}, {0, 0, 0, 1}, 0,
-         s_bn_bwd_stats, &b},
+        {"bn_bwd_stats",
+         4,
+         {nx, nx, c2, c2},
+         {4, 4, 4, 8},
+         {F_RAND, F_RAND, F_POS, F_NAN},
+         {0, 0, 0, 1},
+         0,
+         s_bn_bwd_stats,
+         &b},
         {"bn_param_grad", 2, {c2, c2}, {8, 4}, {F_RAND_F64, F_NAN}, {0, 1}, 0, s_bn_param_grad, &b},
-        {"bn_bwd_data", 6, {nx, nx, c2, c2, c2, nx}, {4, 4, 4, 4, 8, 4},
-         {F_RAND, F_RAND, F_RAND, F_POS, F_RAND_F64, F_NAN}, {0, 0, 0, 0, 0, 1}, 0, s_bn_bwd_data, &b},
+        {"bn_bwd_data",
+         6,
+         {nx, nx, c2, c2, c2, nx},
+         {4, 4, 4, 4, 8, 4},
+         {F_RAND, F_RAND, F_RAND, F_POS, F_RAND_F64, F_NAN},
+         {0, 0, 0, 0, 0, 1},
+         0,
+         s_bn_bwd_data,
+         &b},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         run_case(&t[i]);
@@ -426,19 +467,31 @@ static void eltwise_cases(void)
     static struct sc_pixel_xent_args px = {3, 7, 40, 1.0f / 120};
     size_t nl = 3 * 7 * 40;
     struct tcase p = {"pixel_xent", 4, {nl, 120, nl, 2}, {4, 4, 4, 4}, {F_RAND, F_LABELS, F_NAN, F_NAN},
-                      {0, 0, 1, 1}, 7, s_pixel_xent, &px};
+                      {0, 0, 1, 1}, 7, s_pixel_xent,     &px};
     run_case(&p);
-    struct tcase pe = {"pixel_xent_eval", 3, {nl, 120, 2}, {4, 4, 4}, {F_RAND, F_LABELS, F_NAN}, {0, 0, 1}, 7,
-                       s_pixel_xent_eval, &px};
+    struct tcase pe = {"pixel_xent_eval", 3, {nl, 120, 2},      {4, 4, 4}, {F_RAND, F_LABELS, F_NAN},
+                       {0, 0, 1},         7, s_pixel_xent_eval, &px};
     run_case(&pe);
     static int count = 5;
-    struct tcase so = {"sum_ordered float", 6, {999, 999, 999, 999, 999, 999}, {4, 4, 4, 4, 4, 4},
-                       {F_RAND, F_RAND, F_RAND, F_RAND, F_RAND, F_NAN}, {0, 0, 0, 0, 0, 1}, 0, s_sum_ordered,
+    struct tcase so = {"sum_ordered float",
+                       6,
+                       {999, 999, 999, 999, 999, 999},
+                       {4, 4, 4, 4, 4, 4},
+                       {F_RAND, F_RAND, F_RAND, F_RAND, F_RAND, F_NAN},
+                       {0, 0, 0, 0, 0, 1},
+                       0,
+                       s_sum_ordered,
                        &count};
     run_case(&so);
-    struct tcase sd = {"sum_ordered double", 6, {99, 99, 99, 99, 99, 99}, {8, 8, 8, 8, 8, 8},
+    struct tcase sd = {"sum_ordered double",
+                       6,
+                       {99, 99, 99, 99, 99, 99},
+                       {8, 8, 8, 8, 8, 8},
                        {F_RAND_F64, F_RAND_F64, F_RAND_F64, F_RAND_F64, F_RAND_F64, F_RAND_F64},
-                       {0, 0, 0, 0, 0, 1}, 0, s_sum_ordered, &count};
+                       {0, 0, 0, 0, 0, 1},
+                       0,
+                       s_sum_ordered,
+                       &count};
     run_case(&sd);
 }
 
@@ -460,11 +513,18 @@ static void vector_cases(void)
 static void xent_cases(void)
 {
     static struct sc_xent_args a = {37, 10, 1.0f / 37};
-    struct tcase t = {"xent (with padding labels)", 4, {370, 37, 370, 2}, {4, 4, 4, 4},
-                      {F_RAND, F_LABELS_PAD, F_NAN, F_NAN}, {0, 0, 1, 1}, 10, s_xent, &a};
+    struct tcase t = {"xent (with padding labels)",
+                      4,
+                      {370, 37, 370, 2},
+                      {4, 4, 4, 4},
+                      {F_RAND, F_LABELS_PAD, F_NAN, F_NAN},
+                      {0, 0, 1, 1},
+                      10,
+                      s_xent,
+                      &a};
     run_case(&t);
-    struct tcase e = {"xent_eval", 3, {370, 37, 2}, {4, 4, 4}, {F_RAND, F_LABELS_PAD, F_NAN}, {0, 0, 1}, 10,
-                      s_xent_eval, &a};
+    struct tcase e = {"xent_eval", 3,  {370, 37, 2}, {4, 4, 4}, {F_RAND, F_LABELS_PAD, F_NAN},
+                      {0, 0, 1},   10, s_xent_eval,  &a};
     run_case(&e);
 }
 
@@ -480,8 +540,9 @@ static void region_cases(void)
 
     cp.op = SC_REGION_COPY, cp.s0 = 0, cp.n = n, cp.c = c, cp.region = (struct sc_box){3, 7, 1, 6};
     cp.dst_s0 = 0, cp.dst_n = n, cp.dst_box = cp.region, cp.na = 2, cp.nb = 0, cp.src[0] = top, cp.src[1] = bot;
-    struct tcase t1 = {"region copy", 3, {ntop, nbot, (size_t)n * c * 4 * 5}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN},
-                       {0, 0, 1}, 0, s_region, &cp};
+    struct tcase t1 = {
+        "region copy", 3,  {ntop, nbot, (size_t)n * c * 4 * 5}, {4, 4, 4}, {F_RAND, F_RAND, F_NAN}, {0, 0, 1}, 0,
+        s_region,      &cp};
     run_case(&t1);
 
     /* output rows [2, 6) of a 3x3 stride-1 pad-1 convolution: input rows 1..6 */
@@ -491,8 +552,15 @@ static void region_cases(void)
     cv.dst_s0 = 0, cv.dst_n = n, cv.dst_box = (struct sc_box){0, h, 0, w};
     cv.na = 2, cv.nb = 0, cv.src[0] = top, cv.src[1] = bot;
     size_t np = (size_t)f * c * 9 + f, ny = (size_t)n * f * h * w;
-    struct tcase t2 = {"region conv_fwd relu", 4, {ntop, nbot, np, ny}, {4, 4, 4, 4},
-                       {F_RAND, F_RAND, F_RAND, F_ZERO}, {0, 0, 0, 1}, 0, s_region, &cv};
+    struct tcase t2 = {"region conv_fwd relu",
+                       4,
+                       {ntop, nbot, np, ny},
+                       {4, 4, 4, 4},
+                       {F_RAND, F_RAND, F_RAND, F_ZERO},
+                       {0, 0, 0, 1},
+                       0,
+                       s_region,
+                       &cv};
     run_case(&t2);
 
     /* max pooling 3x3 stride 2 pad 1 (output 5 x 4), dx of input rows [3, 7) */
@@ -504,8 +572,15 @@ static void region_cases(void)
     pb.src[0] = (struct sc_region_src){0, n, {0, 5, 0, 4}};
     pb.src[1] = top, pb.src[2] = bot;
     size_t ndy = (size_t)n * c * 5 * 4, ndx = (size_t)n * c * h * w;
-    struct tcase t3 = {"region pool_bwd max", 4, {ndy, ntop, nbot, ndx}, {4, 4, 4, 4},
-                       {F_RAND, F_RAND, F_RAND, F_ZERO}, {0, 0, 0, 1}, 0, s_region, &pb};
+    struct tcase t3 = {"region pool_bwd max",
+                       4,
+                       {ndy, ntop, nbot, ndx},
+                       {4, 4, 4, 4},
+                       {F_RAND, F_RAND, F_RAND, F_ZERO},
+                       {0, 0, 0, 1},
+                       0,
+                       s_region,
+                       &pb};
     run_case(&t3);
 }
 

@@ -27,8 +27,8 @@ static void bad(const char *spec, int nranks, const char *needle)
 {
     struct sc_grid g;
     int rc = sc_grid_parse(spec, nranks, &g);
-    check(rc == SC_ERR_ARG && strstr(sc_last_error(), needle), "'%s' on %d: rc %d, \"%s\" should have \"%s\"",
-          spec, nranks, rc, sc_last_error(), needle);
+    check(rc == SC_ERR_ARG && strstr(sc_last_error(), needle), "'%s' on %d: rc %d, \"%s\" should have \"%s\"", spec,
+          nranks, rc, sc_last_error(), needle);
 }
 
 int main(void)

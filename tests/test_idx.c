@@ -21,8 +21,8 @@ static char dir[256];
 static void expect_err(int rc, int want, const char *needle, const char *what)
 {
     const char *msg = sc_last_error();
-    check(rc == want && strstr(msg, needle) != NULL, "%s: rc %d (want %d), \"%s\" has \"%s\"",
-          what, rc, want, msg, needle);
+    check(rc == want && strstr(msg, needle) != NULL, "%s: rc %d (want %d), \"%s\" has \"%s\"", what, rc, want, msg,
+          needle);
 }
 
 static void put_be32(uint8_t *p, uint32_t v)
@@ -37,8 +37,8 @@ enum { PLAIN, GZ };
 
 /* Writes <dir>/<prefix>-<kind>[.gz]: magic, dims, then datalen bytes of
  * data; the file is cut to keep bytes when keep >= 0. */
-static void write_idx(const char *prefix, const char *kind, int gz, uint32_t magic, int ndims,
-                      const uint32_t *dims, const uint8_t *data, size_t datalen, long keep)
+static void write_idx(const char *prefix, const char *kind, int gz, uint32_t magic, int ndims, const uint32_t *dims,
+                      const uint8_t *data, size_t datalen, long keep)
 {
     char path[512];
     snprintf(path, sizeof path, "%s/%s-%s%s", dir, prefix, kind, gz ? ".gz" : "");
@@ -84,10 +84,9 @@ static void check_good(const char *prefix, const char *what)
     check(rc == SC_OK, "%s: loads (%s)", what, rc ? sc_last_error() : "");
     if (rc)
         return;
-    check(ds.n == N && ds.c == 1 && ds.h == H && ds.w == W && ds.classes == 10,
-          "%s: n=%d c=%d h=%d w=%d classes=%d", what, ds.n, ds.c, ds.h, ds.w, ds.classes);
-    check(memcmp(ds.images, images, sizeof images) == 0 &&
-              memcmp(ds.labels, labels, sizeof labels) == 0,
+    check(ds.n == N && ds.c == 1 && ds.h == H && ds.w == W && ds.classes == 10, "%s: n=%d c=%d h=%d w=%d classes=%d",
+          what, ds.n, ds.c, ds.h, ds.w, ds.classes);
+    check(memcmp(ds.images, images, sizeof images) == 0 && memcmp(ds.labels, labels, sizeof labels) == 0,
           "%s: pixels and labels as written", what);
     sc_dataset_free(&ds);
     check(ds.images == NULL && ds.labels == NULL && ds.n == 0, "%s: freed and cleared", what);
@@ -127,8 +126,7 @@ static void missing(void)
     snprintf(want, sizeof want, "%s/none-images-idx3-ubyte.gz: No such file or directory", dir);
     int rc = sc_dataset_load_idx(dir, "none", &ds);
     expect_err(rc, SC_ERR_DATA, want, "missing images");
-    expect_err(rc, SC_ERR_DATA, "install the Debian package dataset-fashion-mnist, or pass --data",
-               "  with the hint");
+    expect_err(rc, SC_ERR_DATA, "install the Debian package dataset-fashion-mnist, or pass --data", "  with the hint");
     check(ds.n == 0 && ds.images == NULL, "  output cleared");
 
     uint32_t idims[3] = {N, H, W};
@@ -139,8 +137,7 @@ static void missing(void)
     snprintf(want, sizeof want, "%s/nowhere: No such file or directory (install", dir);
     char nowhere[512];
     snprintf(nowhere, sizeof nowhere, "%s/nowhere", dir);
-    expect_err(sc_dataset_load_idx(nowhere, "train", &ds), SC_ERR_DATA, want,
-               "missing directory");
+    expect_err(sc_dataset_load_idx(nowhere, "train", &ds), SC_ERR_DATA, want, "missing directory");
 
     char p[512];
     snprintf(p, sizeof p, "%s/dirp-images-idx3-ubyte.gz", dir);
@@ -156,8 +153,7 @@ static void missing(void)
 }
 
 /* Loads prefix and expects SC_ERR_DATA naming the given file and word. */
-static void expect_bad(const char *prefix, const char *file, int gz, const char *word,
-                       const char *what)
+static void expect_bad(const char *prefix, const char *file, int gz, const char *word, const char *what)
 {
     struct sc_dataset ds;
     char path[512];
@@ -176,7 +172,7 @@ static void damaged(int gz)
     uint32_t idims[3] = {N, H, W}, ldims[1] = {N};
     char pre[32];
 #define PREFIX(name) (snprintf(pre, sizeof pre, "%s%s", name, gz ? "Z" : ""), pre)
-#define WHAT(text) (snprintf(what, sizeof what, "%s: %s", kind, text), what)
+#define WHAT(text)   (snprintf(what, sizeof what, "%s: %s", kind, text), what)
 
     write_pair(PREFIX("short"), gz);
     write_idx(pre, I, gz, 0x803, 3, idims, images, sizeof images - 1, -1);
@@ -196,8 +192,7 @@ static void damaged(int gz)
 
     write_pair(PREFIX("magic"), gz);
     write_idx(pre, I, gz, 0x801, 3, idims, images, sizeof images, -1);
-    expect_bad(pre, I, gz, "bad magic number 0x00000801, expected 0x00000803",
-               WHAT("labels magic in the images file"));
+    expect_bad(pre, I, gz, "bad magic number 0x00000801, expected 0x00000803", WHAT("labels magic in the images file"));
 
     write_pair(PREFIX("lmagic"), gz);
     write_idx(pre, L, gz, 0x08030000, 1, ldims, labels, sizeof labels, -1);
@@ -262,8 +257,7 @@ static void damaged_gzip(void)
         noise[i] = (uint8_t)rand();
     uint32_t idims[3] = {BN, 28, 28}, ldims[1] = {BN};
     write_idx("cut", "labels-idx1-ubyte", GZ, 0x801, 1, ldims, blabels, BN, -1);
-    write_idx("cut", "images-idx3-ubyte", GZ, 0x803, 3, idims, noise, sizeof noise,
-              sizeof noise / 2);
+    write_idx("cut", "images-idx3-ubyte", GZ, 0x803, 3, idims, noise, sizeof noise, sizeof noise / 2);
     expect_bad("cut", "images-idx3-ubyte", GZ, "truncated", "gzip: compressed stream cut in half");
 
     write_idx("cut8", "labels-idx1-ubyte", GZ, 0x801, 1, ldims, blabels, BN, -1);
@@ -341,26 +335,22 @@ static void fashion_mnist(void)
     for (int s = 0; s < 2; s++) {
         struct sc_dataset ds;
         int rc = sc_dataset_load_idx(FASHION_DIR, sets[s].prefix, &ds);
-        check(rc == SC_OK, "Fashion-MNIST %s loads (%s)", sets[s].prefix,
-              rc ? sc_last_error() : "");
+        check(rc == SC_OK, "Fashion-MNIST %s loads (%s)", sets[s].prefix, rc ? sc_last_error() : "");
         if (rc)
             continue;
         check(ds.n == sets[s].n && ds.c == 1 && ds.h == 28 && ds.w == 28 && ds.classes == 10,
-              "Fashion-MNIST %s: n=%d (want %d), %dx%dx%d", sets[s].prefix, ds.n, sets[s].n,
-              ds.c, ds.h, ds.w);
+              "Fashion-MNIST %s: n=%d (want %d), %dx%dx%d", sets[s].prefix, ds.n, sets[s].n, ds.c, ds.h, ds.w);
         int count[10] = {0}, balanced = 1;
         for (int i = 0; i < ds.n; i++)
             count[ds.labels[i]]++;
         for (int c = 0; c < 10; c++)
             balanced &= count[c] == ds.n / 10;
-        check(balanced, "Fashion-MNIST %s: %d samples in each of the 10 classes",
-              sets[s].prefix, ds.n / 10);
+        check(balanced, "Fashion-MNIST %s: %d samples in each of the 10 classes", sets[s].prefix, ds.n / 10);
         long sum = 0;
         for (long i = 0; i < (long)ds.n * 784; i++)
             sum += ds.images[i];
         double mean = (double)sum / ((double)ds.n * 784) / 255.0;
-        check(mean > 0.27 && mean < 0.30, "Fashion-MNIST %s: mean pixel %.4f (about 0.286)",
-              sets[s].prefix, mean);
+        check(mean > 0.27 && mean < 0.30, "Fashion-MNIST %s: mean pixel %.4f (about 0.286)", sets[s].prefix, mean);
         sc_dataset_free(&ds);
     }
 }

@@ -20,8 +20,8 @@ static char dir[256];
 static void expect_err(int rc, int want, const char *needle, const char *what)
 {
     const char *msg = sc_last_error();
-    check(rc == want && strstr(msg, needle) != NULL, "%s: rc %d (want %d), \"%s\" has \"%s\"",
-          what, rc, want, msg, needle);
+    check(rc == want && strstr(msg, needle) != NULL, "%s: rc %d (want %d), \"%s\" has \"%s\"", what, rc, want, msg,
+          needle);
 }
 
 static const char *path_of(const char *name)
@@ -130,14 +130,12 @@ static void round_trip(void)
 
     struct sc_st_file *f = NULL;
     rc = sc_st_read(p, &f);
-    check(rc == SC_OK && f && f->ntensors == 4 && f->data_bytes == 48, "read back (%s)",
-          rc ? sc_last_error() : "");
+    check(rc == SC_OK && f && f->ntensors == 4 && f->data_bytes == 48, "read back (%s)", rc ? sc_last_error() : "");
     if (!f)
         return;
     const struct sc_st_tensor *t = sc_st_find(f, "conv1.weight");
-    check(t && strcmp(t->dtype, "F32") == 0 && t->ndim == 2 && t->shape[0] == 2 &&
-              t->shape[1] == 3 && t->offset == 0 && t->nbytes == 24 &&
-              memcmp(f->data + t->offset, w, 24) == 0,
+    check(t && strcmp(t->dtype, "F32") == 0 && t->ndim == 2 && t->shape[0] == 2 && t->shape[1] == 3 && t->offset == 0 &&
+              t->nbytes == 24 && memcmp(f->data + t->offset, w, 24) == 0,
           "conv1.weight: F32 [2,3] at 0, values");
     t = sc_st_find(f, "bn.num_batches_tracked");
     int64_t s = 0;
@@ -146,13 +144,12 @@ static void round_trip(void)
     check(t && strcmp(t->dtype, "I64") == 0 && t->ndim == 0 && t->nbytes == 8 && s == steps,
           "num_batches_tracked: I64 scalar, value");
     t = sc_st_find(f, "conv1.bias");
-    check(t && t->ndim == 1 && t->shape[0] == 4 && t->offset == 32 &&
-              memcmp(f->data + t->offset, bias, 16) == 0,
+    check(t && t->ndim == 1 && t->shape[0] == 4 && t->offset == 32 && memcmp(f->data + t->offset, bias, 16) == 0,
           "conv1.bias: F32 [4] at 32, values");
     t = sc_st_find(f, "empty");
     check(t && t->ndim == 2 && t->shape[0] == 0 && t->nbytes == 0, "empty: [0,5], 0 bytes");
-    check(sc_st_find(f, "conv1") == NULL && sc_st_find(f, "") == NULL &&
-              sc_st_find(NULL, "x") == NULL && sc_st_find(f, NULL) == NULL,
+    check(sc_st_find(f, "conv1") == NULL && sc_st_find(f, "") == NULL && sc_st_find(NULL, "x") == NULL &&
+              sc_st_find(f, NULL) == NULL,
           "find: absent names and NULL arguments give NULL");
     sc_st_free(f);
     sc_st_free(NULL);
@@ -169,8 +166,7 @@ static void round_trip(void)
 
     p = path_of("none.safetensors");
     f = NULL;
-    check(sc_st_write(p, NULL, 0) == SC_OK && sc_st_read(p, &f) == SC_OK && f->ntensors == 0 &&
-              f->data_bytes == 0,
+    check(sc_st_write(p, NULL, 0) == SC_OK && sc_st_read(p, &f) == SC_OK && f->ntensors == 0 && f->data_bytes == 0,
           "no tensors at all");
     sc_st_free(f);
 
@@ -190,16 +186,15 @@ static void good_headers(void)
                           "\"data_offsets\":[0,8]}, \"__metadata__\": {\"k\": \"v\", \"x\": \"\"}"
                           " }    ",
                           16, &f);
-    check(rc == SC_OK && f->ntensors == 2 && sc_st_find(f, "a")->offset == 0 &&
-              sc_st_find(f, "b")->offset == 8 && sc_st_find(f, "b")->nbytes == 8,
+    check(rc == SC_OK && f->ntensors == 2 && sc_st_find(f, "a")->offset == 0 && sc_st_find(f, "b")->offset == 8 &&
+              sc_st_find(f, "b")->nbytes == 8,
           "whitespace, any field order, metadata last, header order unlike data order");
     sc_st_free(f);
     f = NULL;
     rc = read_crafted("{\"\\u00e9\\ud83d\\ude00\\/\\\"\":{\"dtype\":\"BF16\",\"shape\":[1,1,1,3],"
                       "\"data_offsets\":[0,6]}}",
                       6, &f);
-    check(rc == SC_OK && f->ntensors == 1 &&
-              strcmp(f->tensors[0].name, "\xc3\xa9\xf0\x9f\x98\x80/\"") == 0 &&
+    check(rc == SC_OK && f->ntensors == 1 && strcmp(f->tensors[0].name, "\xc3\xa9\xf0\x9f\x98\x80/\"") == 0 &&
               f->tensors[0].ndim == 4 && f->tensors[0].shape[3] == 3,
           "\\u escapes with a surrogate pair decode to UTF-8; BF16, 4 dimensions");
     sc_st_free(f);
@@ -220,10 +215,8 @@ static void bad_headers(void)
         {"", 0, "expected '{'"},
         {"   ", 0, "expected '{'"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},}", 8, "expected '\"'"},
-        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]} \"b\":{}}", 1,
-         "expected ',' or '}'"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8,
-         "expected ',' or '}'"},
+        {"{\"a\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]} \"b\":{}}", 1, "expected ',' or '}'"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}", 8, "expected ',' or '}'"},
         {"{\"t", 0, "unterminated string"},
         {"{\"t\\", 0, "unterminated string"},
         {"{\"a\\xb\":{}}", 0, "bad escape '\\x'"},
@@ -236,33 +229,22 @@ static void bad_headers(void)
         {"{\"t\":{\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "tensor 't' lacks 'dtype'"},
         {"{\"t\":{\"dtype\":\"F32\",\"data_offsets\":[0,8]}}", 8, "lacks 'shape'"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2]}}", 8, "lacks 'data_offsets'"},
-        {"{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
-         "unknown dtype 'F33'"},
-        {"{\"t\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
-         "unknown dtype 'f32'"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"foo\":1}}", 8,
-         "unknown field 'foo'"},
-        {"{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8,
-         "duplicate 'dtype'"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8,
-         "expected a non-negative integer"},
+        {"{\"t\":{\"dtype\":\"F33\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype 'F33'"},
+        {"{\"t\":{\"dtype\":\"f32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "unknown dtype 'f32'"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"foo\":1}}", 8, "unknown field 'foo'"},
+        {"{\"t\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 8, "duplicate 'dtype'"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[-2],\"data_offsets\":[0,8]}}", 8, "expected a non-negative integer"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,2],\"data_offsets\":[0,8]}}", 8,
          "shape has more than 4 elements"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8,
-         "not a fraction"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2e0],\"data_offsets\":[0,8]}}", 8,
-         "not a fraction"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "not a fraction"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2e0],\"data_offsets\":[0,8]}}", 8, "not a fraction"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[02],\"data_offsets\":[0,8]}}", 8, "leading zero"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}",
-         8, "integer too large"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808],\"data_offsets\":[0,8]}}", 8,
-         "integer too large"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,99999999999999999999]}}", 8, "integer too large"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[9223372036854775808],\"data_offsets\":[0,8]}}", 8, "integer too large"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8,8]}}", 8,
          "data_offsets has more than 2 elements"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8]}}", 8,
-         "data_offsets needs 2 integers"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4,
-         "outside the 4-byte data section"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8]}}", 8, "data_offsets needs 2 integers"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, "outside the 4-byte data section"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[8,0]}}", 8, "outside"},
         {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4,
          "[0, 4] do not match F32 with its shape"},
@@ -295,15 +277,13 @@ static void bad_headers(void)
         {"{\"t\":[1]}", 0, "expected '{'"},
         {"{\"t\" {}}", 0, "expected ':'"},
         {"{3:{}}", 0, "expected '\"'"},
-        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2 3],\"data_offsets\":[0,8]}}", 8,
-         "expected ',' or ']' in shape"},
+        {"{\"t\":{\"dtype\":\"F32\",\"shape\":[2 3],\"data_offsets\":[0,8]}}", 8, "expected ',' or ']' in shape"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct sc_st_file *f = (struct sc_st_file *)1;
         int rc = read_crafted(cases[i].header, cases[i].datalen, &f);
         char what[160];
-        snprintf(what, sizeof what, "header %.60s%s", cases[i].header,
-                 strlen(cases[i].header) > 60 ? "..." : "");
+        snprintf(what, sizeof what, "header %.60s%s", cases[i].header, strlen(cases[i].header) > 60 ? "..." : "");
         expect_err(rc, SC_ERR_PARSE, cases[i].needle, what);
         check(f == NULL && strstr(sc_last_error(), "h.safetensors"), "  names the file, no output");
     }
@@ -328,16 +308,14 @@ static void bad_headers(void)
     const char *p = path_of("nul.safetensors");
     static const uint8_t nul[] = {6, 0, 0, 0, 0, 0, 0, 0, '{', '}', 0, 'x', ' ', ' '};
     write_bytes(p, nul, sizeof nul);
-    expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "unexpected text after the header object",
-               "NUL byte after the object");
+    expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "unexpected text after the header object", "NUL byte after the object");
 }
 
 static void bad_files(void)
 {
     struct sc_st_file *f = NULL;
     const char *p = path_of("missing.safetensors");
-    expect_err(sc_st_read(p, &f), SC_ERR_IO, "missing.safetensors: No such file or directory",
-               "missing file");
+    expect_err(sc_st_read(p, &f), SC_ERR_IO, "missing.safetensors: No such file or directory", "missing file");
     expect_err(sc_st_read(dir, &f), SC_ERR_IO, "not a regular file", "a directory");
     p = path_of("empty.safetensors");
     write_bytes(p, "", 0);
@@ -346,8 +324,7 @@ static void bad_files(void)
     expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "7 bytes, too short", "7-byte file");
 
     p = craft("huge.safetensors", UINT64_C(1) << 60, "{}", 0);
-    expect_err(sc_st_read(p, &f), SC_ERR_PARSE,
-               "header length 1152921504606846976 is larger than the file (10 bytes)",
+    expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "header length 1152921504606846976 is larger than the file (10 bytes)",
                "header length 2^60");
     p = craft("huge.safetensors", UINT64_MAX, "{}", 0);
     expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "is larger than the file", "header length 2^64-1");
@@ -360,8 +337,7 @@ static void bad_files(void)
     uint64_t big = 100u * 1000 * 1000 + 1;
     p = craft("sparse.safetensors", big, "{", 0);
     if (truncate(p, (off_t)(8 + big + 16)) == 0)
-        expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "above the 100000000-byte limit",
-                   "header above 100 MB");
+        expect_err(sc_st_read(p, &f), SC_ERR_PARSE, "above the 100000000-byte limit", "header above 100 MB");
     unlink(p);
 
     /* Every prefix of a good file is refused, and cleanly (run under ASan). */
@@ -404,8 +380,7 @@ static void bad_files(void)
             clean &= rc == SC_ERR_PARSE && f == NULL;
         }
     }
-    check(clean, "3000 random corruptions: %d refused with SC_ERR_PARSE, %d still valid",
-          refused, accepted);
+    check(clean, "3000 random corruptions: %d refused with SC_ERR_PARSE, %d still valid", refused, accepted);
 }
 
 /* Writes that must fail leave the previous file byte for byte. */
@@ -437,8 +412,8 @@ static void bad_writes(void)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int rc = sc_st_write(p, cases[i].t, cases[i].n);
         expect_err(rc, SC_ERR_ARG, cases[i].needle, "refused write");
-        check(strstr(sc_last_error(), "keep.safetensors") != NULL &&
-                  read_bytes(p, after, sizeof after) == blen && memcmp(before, after, blen) == 0,
+        check(strstr(sc_last_error(), "keep.safetensors") != NULL && read_bytes(p, after, sizeof after) == blen &&
+                  memcmp(before, after, blen) == 0,
               "  names the file, old file intact");
     }
     expect_err(sc_st_write(p, good, -1), SC_ERR_ARG, "bad arguments", "n = -1");
@@ -447,8 +422,7 @@ static void bad_writes(void)
 
     char nodir[512];
     snprintf(nodir, sizeof nodir, "%s/no/such/dir/x.safetensors", dir);
-    expect_err(sc_st_write(nodir, good, 1), SC_ERR_IO, "x.safetensors: cannot create",
-               "directory missing");
+    expect_err(sc_st_write(nodir, good, 1), SC_ERR_IO, "x.safetensors: cannot create", "directory missing");
 
     const char *d = path_of("adir");
     mkdir(d, 0700);
@@ -469,18 +443,15 @@ static void bad_writes(void)
     if (setrlimit(RLIMIT_FSIZE, &lim) == 0) {
         int rc = sc_st_write(p, large, 1);
         setrlimit(RLIMIT_FSIZE, &old);
-        expect_err(rc, SC_ERR_IO, "keep.safetensors: File too large (file left unchanged)",
-                   "disk limit hit mid-write");
-        check(read_bytes(p, after, sizeof after) == blen && memcmp(before, after, blen) == 0,
-              "  old file intact");
+        expect_err(rc, SC_ERR_IO, "keep.safetensors: File too large (file left unchanged)", "disk limit hit mid-write");
+        check(read_bytes(p, after, sizeof after) == blen && memcmp(before, after, blen) == 0, "  old file intact");
         check(no_temporaries(), "  temporary removed");
     } else {
         printf("skip - cannot lower RLIMIT_FSIZE\n");
     }
     signal(SIGXFSZ, SIG_DFL);
     struct sc_st_file *f = NULL;
-    check(sc_st_write(p, large, 1) == SC_OK && sc_st_read(p, &f) == SC_OK &&
-              f->tensors[0].nbytes == sizeof big,
+    check(sc_st_write(p, large, 1) == SC_OK && sc_st_read(p, &f) == SC_OK && f->tensors[0].nbytes == sizeof big,
           "the same write succeeds without the limit");
     sc_st_free(f);
 }

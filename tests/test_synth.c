@@ -13,7 +13,7 @@
 #include "codelets/codelets.h"
 #include "src/starconv.h"
 
-#define GUARD 8
+#define GUARD    8
 #define SENTINEL 1234.5f
 
 static void *xmalloc(size_t n)
@@ -89,20 +89,19 @@ static int same_sample(const struct sample *p, const struct sample *q)
 
 /* Does block b (of the whole sample w, same args but the block) equal the
  * region of w bit for bit?  per_pixel: labels are per pixel. */
-static int block_matches(const struct sc_synth_args *a, const struct sample *whole, const float *x,
-                         const int32_t *lab, int per_pixel)
+static int block_matches(const struct sc_synth_args *a, const struct sample *whole, const float *x, const int32_t *lab,
+                         int per_pixel)
 {
     int bh = a->r1 - a->r0, bw = a->c1 - a->c0;
     for (int ch = 0; ch < a->c; ch++)
         for (int r = 0; r < bh; r++)
-            if (memcmp(x + ((size_t)ch * bh + r) * bw,
-                       whole->x + ((size_t)ch * a->h + a->r0 + r) * a->w + a->c0, bw * sizeof(float)))
+            if (memcmp(x + ((size_t)ch * bh + r) * bw, whole->x + ((size_t)ch * a->h + a->r0 + r) * a->w + a->c0,
+                       bw * sizeof(float)))
                 return 0;
     if (!per_pixel)
         return lab[0] == whole->lab[0];
     for (int r = 0; r < bh; r++)
-        if (memcmp(lab + (size_t)r * bw, whole->lab + (size_t)(a->r0 + r) * a->w + a->c0,
-                   bw * sizeof(int32_t)))
+        if (memcmp(lab + (size_t)r * bw, whole->lab + (size_t)(a->r0 + r) * a->w + a->c0, bw * sizeof(int32_t)))
             return 0;
     return 1;
 }
@@ -196,7 +195,7 @@ static void test_image(void)
     check(s1.lab[0] >= 0 && s1.lab[0] < 10, "image: label %d in [0, 10)", (int)s1.lab[0]);
 
     /* blocks, uneven ones included */
-    static const int blocks[][4] = {{0, 40, 0, 36}, {0, 13, 0, 36}, {13, 40, 0, 36}, {0, 40, 0, 7},
+    static const int blocks[][4] = {{0, 40, 0, 36}, {0, 13, 0, 36},   {13, 40, 0, 36}, {0, 40, 0, 7},
                                     {7, 8, 29, 36}, {39, 40, 35, 36}, {11, 27, 5, 31}};
     int ok = 1;
     for (size_t b = 0; b < sizeof blocks / sizeof blocks[0]; b++) {
@@ -325,7 +324,7 @@ static void test_mesh(void)
     dsq /= 18.0 * 64 * 63;
     check(dsq < var * 0.5, "mesh: fields are smooth (mean square step %.4f vs %.4f)", dsq, var);
 
-    static const int blocks[][4] = {{0, 64, 0, 64}, {0, 21, 0, 64}, {21, 64, 0, 64}, {0, 64, 0, 1},
+    static const int blocks[][4] = {{0, 64, 0, 64}, {0, 21, 0, 64},   {21, 64, 0, 64}, {0, 64, 0, 1},
                                     {0, 64, 1, 64}, {30, 31, 17, 18}, {63, 64, 0, 64}, {5, 44, 9, 63},
                                     {0, 2, 62, 64}, {32, 64, 32, 64}};
     int ok = 1;
@@ -538,8 +537,7 @@ static void test_codelet_split(struct sc_synth_args a, const int *rows, int nrb,
             struct sc_synth_args ab = block(a, rows[bi], rows[bi + 1], cols[bj], cols[bj + 1]);
             ab.n = N;
             size_t nx = sc_synth_x_count(&ab), nl = sc_synth_label_count(&ab);
-            struct hbuf x = mk_fhandle(N * nx, GUARD),
-                        l = mk_handle(N * nl, sizeof(int32_t), GUARD);
+            struct hbuf x = mk_fhandle(N * nx, GUARD), l = mk_handle(N * nl, sizeof(int32_t), GUARD);
             int32_t idx_copy[N];
             memcpy(idx_copy, idx, sizeof idx);
             int ret = sc_insert_synth_load(NULL, &ab, idx_copy, x.h, l.h, "synth_test");
@@ -552,8 +550,7 @@ static void test_codelet_split(struct sc_synth_args a, const int *rows, int nrb,
             starpu_data_unregister(l.h);
             x.h = l.h = NULL;
             for (int s = 0; s < N; s++)
-                ok &= block_matches(&ab, &whole[s], (float *)x.p + s * nx, (int32_t *)l.p + s * nl,
-                                    per_pixel);
+                ok &= block_matches(&ab, &whole[s], (float *)x.p + s * nx, (int32_t *)l.p + s * nl, per_pixel);
             guards &= guard_intact(&x, N * nx, &l, N * nl);
             rm_handle(&x);
             rm_handle(&l);
@@ -587,15 +584,14 @@ static void test_errors(void)
     struct hbuf lb = mk_handle(nl, 1, 0);
     starpu_data_handle_t mat;
     static float mbuf[16 * 16 * 18 * 2];
-    starpu_matrix_data_register(&mat, STARPU_MAIN_RAM, (uintptr_t)mbuf, 16 * 18 * 2, 16 * 18 * 2, 16,
-                                sizeof(float));
+    starpu_matrix_data_register(&mat, STARPU_MAIN_RAM, (uintptr_t)mbuf, 16 * 18 * 2, 16 * 18 * 2, 16, sizeof(float));
 
     struct sc_synth_args b;
-#define BAD(field, value, want, what)                                                                 \
-    do {                                                                                              \
-        b = a;                                                                                        \
-        b.field = value;                                                                              \
-        expect_err(&b, idx, x.h, l.h, want, what);                                                    \
+#define BAD(field, value, want, what)                                                                                  \
+    do {                                                                                                               \
+        b = a;                                                                                                         \
+        b.field = value;                                                                                               \
+        expect_err(&b, idx, x.h, l.h, want, what);                                                                     \
     } while (0)
     BAD(kind, 7, SC_ERR_ARG, "kind 7");
     BAD(c, 0, SC_ERR_SHAPE, "c = 0");
@@ -674,9 +670,9 @@ static void test_labels(void)
             for (int u = 0; u < K; u++)
                 for (int v = 0; v < K; v++) {
                     int32_t lab;
-                    struct sc_synth_args p = block(one, r * F + (2 * u + 1) * F / (2 * K),
-                                                   r * F + (2 * u + 1) * F / (2 * K) + 1,
-                                                   c * F + (2 * v + 1) * F / (2 * K), c * F + (2 * v + 1) * F / (2 * K) + 1);
+                    struct sc_synth_args p =
+                        block(one, r * F + (2 * u + 1) * F / (2 * K), r * F + (2 * u + 1) * F / (2 * K) + 1,
+                              c * F + (2 * v + 1) * F / (2 * K), c * F + (2 * v + 1) * F / (2 * K) + 1);
                     sc_synth_sample(&p, 3, x, &lab);
                     n1 += lab;
                 }

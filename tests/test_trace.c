@@ -119,13 +119,12 @@ static int close_to(double a, double b)
 
 static void check_overlap(const char *what, const struct sc_overlap *o)
 {
-    static const char *const field[] = {"window", "compute", "work", "comm",
-                                        "exposed", "idle", "ratio", "images_per_s"};
+    static const char *const field[] = {"window",  "compute", "work",  "comm",
+                                        "exposed", "idle",    "ratio", "images_per_s"};
     for (int r = 0; r < 3; r++) {
         const double *got = &o[r].window, *want = &expected[r].window;
         for (int k = 0; k < 8; k++)
-            check(close_to(got[k], want[k]), "%s: rank %d %s = %.12g (want %.12g)", what, r,
-                  field[k], got[k], want[k]);
+            check(close_to(got[k], want[k]), "%s: rank %d %s = %.12g (want %.12g)", what, r, field[k], got[k], want[k]);
     }
 }
 
@@ -159,8 +158,7 @@ static void test_analyze(void)
     t = make_trace(ev);
     ev[3].rank = 3;
     rc = sc_trace_analyze(&t, o);
-    check(rc == SC_ERR_ARG && strstr(sc_last_error(), "rank 3"), "event on rank 3 of 3: %d %s", rc,
-          sc_last_error());
+    check(rc == SC_ERR_ARG && strstr(sc_last_error(), "rank 3"), "event on rank 3 of 3: %d %s", rc, sc_last_error());
     t = make_trace(ev);
     ev[0].lane = 2;
     rc = sc_trace_analyze(&t, o);
@@ -174,32 +172,27 @@ static void test_analyze(void)
     t = make_trace(ev);
     t.n = 0;
     rc = sc_trace_analyze(&t, o);
-    check(rc == 0 && o[0].window == 0 && o[0].idle == 0 && isnan(o[0].ratio) &&
-              isnan(o[0].images_per_s),
-          "empty trace: window %g ratio %g images/s %g", o[0].window, o[0].ratio,
-          o[0].images_per_s);
+    check(rc == 0 && o[0].window == 0 && o[0].idle == 0 && isnan(o[0].ratio) && isnan(o[0].images_per_s),
+          "empty trace: window %g ratio %g images/s %g", o[0].window, o[0].ratio, o[0].images_per_s);
 }
 
 /* ---- JSON round trip ------------------------------------------------------ */
 
-static const struct sc_trace_event *find(const struct sc_trace *t, const char *name, int rank,
-                                         double start)
+static const struct sc_trace_event *find(const struct sc_trace *t, const char *name, int rank, double start)
 {
     for (size_t i = 0; i < t->n; i++)
-        if (strcmp(t->ev[i].name, name) == 0 && t->ev[i].rank == rank &&
-            fabs(t->ev[i].start - start) < 1e-9)
+        if (strcmp(t->ev[i].name, name) == 0 && t->ev[i].rank == rank && fabs(t->ev[i].start - start) < 1e-9)
             return &t->ev[i];
     return NULL;
 }
 
-static void expect_event(const struct sc_trace *t, const char *name, int rank, int lane,
-                         int64_t iteration, double start, double end)
+static void expect_event(const struct sc_trace *t, const char *name, int rank, int lane, int64_t iteration,
+                         double start, double end)
 {
     const struct sc_trace_event *e = find(t, name, rank, start);
     check(e && e->lane == lane && e->iteration == iteration && fabs(e->end - end) < 1e-9,
-          "read back %s on rank %d at %g: lane %d iteration %lld end %g (want %d %lld %g)", name,
-          rank, start, e ? e->lane : -99, e ? (long long)e->iteration : -99, e ? e->end : -99,
-          lane, (long long)iteration, end);
+          "read back %s on rank %d at %g: lane %d iteration %lld end %g (want %d %lld %g)", name, rank, start,
+          e ? e->lane : -99, e ? (long long)e->iteration : -99, e ? e->end : -99, lane, (long long)iteration, end);
 }
 
 static void expect_text(const char *text, const char *needle, const char *what)
@@ -218,26 +211,43 @@ static void test_json(void)
     char *text = slurp(path, NULL);
     expect_text(text, "{\"traceEvents\":[", "json");
     expect_text(text, "\"displayTimeUnit\":\"ms\"", "json");
-    expect_text(text, "\"otherData\":{\"ranks\":3,\"workers\":2,\"first_iteration\":5,"
-                      "\"last_iteration\":6,\"global_batch\":64,\"model\":\"models/lenet.cfg\"}",
+    expect_text(text,
+                "\"otherData\":{\"ranks\":3,\"workers\":2,\"first_iteration\":5,"
+                "\"last_iteration\":6,\"global_batch\":64,\"model\":\"models/lenet.cfg\"}",
                 "json");
-    expect_text(text, "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,"
-                      "\"args\":{\"name\":\"rank 2\"}}", "json");
-    expect_text(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,"
-                      "\"args\":{\"name\":\"cpu 1\"}}", "json");
-    expect_text(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1001,"
-                      "\"args\":{\"name\":\"comm 2\"}}", "json");
-    expect_text(text, "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":1001,"
-                      "\"args\":{\"sort_index\":3}}", "json");
-    expect_text(text, "{\"name\":\"conv1.fwd\",\"cat\":\"fwd\",\"ph\":\"X\",\"pid\":0,\"tid\":0,"
-                      "\"ts\":0.000,\"dur\":10.000,\"args\":{\"iteration\":5}}", "json");
-    expect_text(text, "{\"name\":\"fc.grad_allreduce\",\"cat\":\"grad_allreduce\",\"ph\":\"X\","
-                      "\"pid\":1,\"tid\":1000,\"ts\":10.000,\"dur\":20.000,"
-                      "\"args\":{\"iteration\":5,\"transfers\":3}}", "json: merged transfers");
-    expect_text(text, "\"name\":\"fc.reduce_scatter\",\"cat\":\"reduce_scatter\",\"ph\":\"X\","
-                      "\"pid\":1,\"tid\":1001,", "json: an overlapping transfer in a second lane");
-    expect_text(text, "\"name\":\"fc.allgather\",\"cat\":\"allgather\",\"ph\":\"X\",\"pid\":1,"
-                      "\"tid\":1000,", "json: a later transfer back in the first lane");
+    expect_text(text,
+                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":2,\"tid\":0,"
+                "\"args\":{\"name\":\"rank 2\"}}",
+                "json");
+    expect_text(text,
+                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,"
+                "\"args\":{\"name\":\"cpu 1\"}}",
+                "json");
+    expect_text(text,
+                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1001,"
+                "\"args\":{\"name\":\"comm 2\"}}",
+                "json");
+    expect_text(text,
+                "{\"name\":\"thread_sort_index\",\"ph\":\"M\",\"pid\":1,\"tid\":1001,"
+                "\"args\":{\"sort_index\":3}}",
+                "json");
+    expect_text(text,
+                "{\"name\":\"conv1.fwd\",\"cat\":\"fwd\",\"ph\":\"X\",\"pid\":0,\"tid\":0,"
+                "\"ts\":0.000,\"dur\":10.000,\"args\":{\"iteration\":5}}",
+                "json");
+    expect_text(text,
+                "{\"name\":\"fc.grad_allreduce\",\"cat\":\"grad_allreduce\",\"ph\":\"X\","
+                "\"pid\":1,\"tid\":1000,\"ts\":10.000,\"dur\":20.000,"
+                "\"args\":{\"iteration\":5,\"transfers\":3}}",
+                "json: merged transfers");
+    expect_text(text,
+                "\"name\":\"fc.reduce_scatter\",\"cat\":\"reduce_scatter\",\"ph\":\"X\","
+                "\"pid\":1,\"tid\":1001,",
+                "json: an overlapping transfer in a second lane");
+    expect_text(text,
+                "\"name\":\"fc.allgather\",\"cat\":\"allgather\",\"ph\":\"X\",\"pid\":1,"
+                "\"tid\":1000,",
+                "json: a later transfer back in the first lane");
     expect_text(text, "{\"name\":\"load\",\"cat\":\"load\",", "json: a name without a phase");
     expect_text(text, "\"x\\\"y\\\\z<&>\\t\xc3\xa9.fwd\"", "json: escaped name");
     check(strstr(text, "\"tid\":1002") == NULL && strstr(text, "\"pid\":0,\"tid\":1001") == NULL,
@@ -258,12 +268,10 @@ static void test_json(void)
     if (rc)
         return;
     check(back.n == 11, "read back 11 events (7 tasks, 4 merged transfers): %zu", back.n);
-    check(back.ranks == 3 && back.workers == 2 && back.first_iteration == 5 &&
-              back.last_iteration == 6 && back.global_batch == 64 &&
-              strcmp(back.model, "models/lenet.cfg") == 0,
-          "read back otherData: %d ranks %d workers %lld..%lld batch %d model '%s'", back.ranks,
-          back.workers, (long long)back.first_iteration, (long long)back.last_iteration,
-          back.global_batch, back.model);
+    check(back.ranks == 3 && back.workers == 2 && back.first_iteration == 5 && back.last_iteration == 6 &&
+              back.global_batch == 64 && strcmp(back.model, "models/lenet.cfg") == 0,
+          "read back otherData: %d ranks %d workers %lld..%lld batch %d model '%s'", back.ranks, back.workers,
+          (long long)back.first_iteration, (long long)back.last_iteration, back.global_batch, back.model);
     expect_event(&back, "conv1.fwd", 0, 0, 5, 0, 10);
     expect_event(&back, "conv1.bwd_data", 0, 0, 5, 20, 30);
     expect_event(&back, "conv2.fwd", 0, 1, 5, 2, 8);
@@ -297,13 +305,12 @@ static void test_json(void)
     /* failed writes: an error naming the path, nothing left behind */
     const char *nodir = path_of("nodir/trace.json");
     rc = sc_trace_write_json(&t, nodir);
-    check(rc == SC_ERR_IO && strstr(sc_last_error(), nodir), "write into a missing directory: %d %s",
-          rc, sc_last_error());
+    check(rc == SC_ERR_IO && strstr(sc_last_error(), nodir), "write into a missing directory: %d %s", rc,
+          sc_last_error());
     const char *sub = path_of("adir");
     mkdir(sub, 0700);
     rc = sc_trace_write_json(&t, sub);
-    check(rc == SC_ERR_IO && strstr(sc_last_error(), sub), "write over a directory: %d %s", rc,
-          sc_last_error());
+    check(rc == SC_ERR_IO && strstr(sc_last_error(), sub), "write over a directory: %d %s", rc, sc_last_error());
     d = opendir(dir);
     tmps = 0;
     while (d && (de = readdir(d)))
@@ -324,16 +331,15 @@ static void test_reader_valid(void)
     /* no otherData, keys in another order, metadata and unknown keys,
      * \u escapes (a surrogate pair): ranks, workers and iterations come
      * from the events */
-    static const char text[] =
-        " {\"unknown\":[1,-2.5e-3,{\"a\":null,\"b\":true,\"c\":false},\"s\"],\n"
-        "\"traceEvents\":[\n"
-        "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"rank 0\"}},\n"
-        "{\"args\":{\"iteration\":3,\"x\":[]},\"dur\":2.5,\"ts\":1,\"tid\":2,\"pid\":1,"
-        "\"ph\":\"X\",\"cat\":\"fwd\",\"name\":\"a\\u00e9\\ud83d\\ude00\\/.fwd\"},\n"
-        "{\"name\":\"b.sgd\",\"ph\":\"X\",\"pid\":0,\"tid\":1003,\"ts\":0,\"dur\":1E0,"
-        "\"args\":{\"iteration\":7}},\n"
-        "{\"name\":\"c\",\"ph\":\"B\",\"pid\":9,\"tid\":0,\"ts\":0}\n"
-        "]}\r\n\t ";
+    static const char text[] = " {\"unknown\":[1,-2.5e-3,{\"a\":null,\"b\":true,\"c\":false},\"s\"],\n"
+                               "\"traceEvents\":[\n"
+                               "{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":0,\"args\":{\"name\":\"rank 0\"}},\n"
+                               "{\"args\":{\"iteration\":3,\"x\":[]},\"dur\":2.5,\"ts\":1,\"tid\":2,\"pid\":1,"
+                               "\"ph\":\"X\",\"cat\":\"fwd\",\"name\":\"a\\u00e9\\ud83d\\ude00\\/.fwd\"},\n"
+                               "{\"name\":\"b.sgd\",\"ph\":\"X\",\"pid\":0,\"tid\":1003,\"ts\":0,\"dur\":1E0,"
+                               "\"args\":{\"iteration\":7}},\n"
+                               "{\"name\":\"c\",\"ph\":\"B\",\"pid\":9,\"tid\":0,\"ts\":0}\n"
+                               "]}\r\n\t ";
     const char *path = path_of("valid.json");
     struct sc_trace t;
     write_bytes(path, text, sizeof text - 1);
@@ -341,16 +347,14 @@ static void test_reader_valid(void)
     check(rc == 0, "read a trace without otherData: %d %s", rc, sc_last_error());
     if (rc)
         return;
-    check(t.n == 2 && t.ranks == 2 && t.workers == 3 && t.first_iteration == 3 &&
-              t.last_iteration == 7 && t.global_batch == 0 && t.model[0] == '\0',
-          "derived: %zu events %d ranks %d workers %lld..%lld", t.n, t.ranks, t.workers,
-          (long long)t.first_iteration, (long long)t.last_iteration);
-    check(t.n == 2 && strcmp(t.ev[0].name, "a\xc3\xa9\xf0\x9f\x98\x80/.fwd") == 0 &&
-              t.ev[0].rank == 1 && t.ev[0].lane == 2 && t.ev[0].start == 1 &&
-              t.ev[0].end == 3.5 && t.ev[0].iteration == 3,
+    check(t.n == 2 && t.ranks == 2 && t.workers == 3 && t.first_iteration == 3 && t.last_iteration == 7 &&
+              t.global_batch == 0 && t.model[0] == '\0',
+          "derived: %zu events %d ranks %d workers %lld..%lld", t.n, t.ranks, t.workers, (long long)t.first_iteration,
+          (long long)t.last_iteration);
+    check(t.n == 2 && strcmp(t.ev[0].name, "a\xc3\xa9\xf0\x9f\x98\x80/.fwd") == 0 && t.ev[0].rank == 1 &&
+              t.ev[0].lane == 2 && t.ev[0].start == 1 && t.ev[0].end == 3.5 && t.ev[0].iteration == 3,
           "first event: '%s'", t.n ? t.ev[0].name : "");
-    check(t.n == 2 && t.ev[1].lane == SC_TRACE_LANE_COMM && t.ev[1].rank == 0,
-          "tid 1003 reads as a transfer");
+    check(t.n == 2 && t.ev[1].lane == SC_TRACE_LANE_COMM && t.ev[1].rank == 0, "tid 1003 reads as a transfer");
     sc_trace_free(&t);
 }
 
@@ -362,8 +366,7 @@ static void expect_bad(const char *what, const char *text, size_t len, const cha
     memset(&t, 0xab, sizeof t);
     int rc = sc_trace_read_json(path, &t);
     const char *msg = sc_last_error();
-    check(rc == SC_ERR_PARSE && strstr(msg, path) && strstr(msg, needle) && t.ev == NULL &&
-              t.n == 0,
+    check(rc == SC_ERR_PARSE && strstr(msg, path) && strstr(msg, needle) && t.ev == NULL && t.n == 0,
           "%s: rc %d, \"%s\" has \"%s\"", what, rc, msg, needle);
     if (rc == 0)
         sc_trace_free(&t);
@@ -373,9 +376,8 @@ static void expect_bad(const char *what, const char *text, size_t len, const cha
 
 static void test_reader_malformed(void)
 {
-    static const char ev_ok[] =
-        "{\"name\":\"a.fwd\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":0,\"dur\":1,"
-        "\"args\":{\"iteration\":0}}";
+    static const char ev_ok[] = "{\"name\":\"a.fwd\",\"ph\":\"X\",\"pid\":0,\"tid\":0,\"ts\":0,\"dur\":1,"
+                                "\"args\":{\"iteration\":0}}";
     char buf[1024];
 
     BAD("empty file", "", "byte 0: empty file");
@@ -487,11 +489,9 @@ static void test_reader_malformed(void)
     struct sc_trace t;
     const char *missing = path_of("missing.json");
     int rc = sc_trace_read_json(missing, &t);
-    check(rc == SC_ERR_IO && strstr(sc_last_error(), missing), "missing file: %d %s", rc,
-          sc_last_error());
+    check(rc == SC_ERR_IO && strstr(sc_last_error(), missing), "missing file: %d %s", rc, sc_last_error());
     rc = sc_trace_read_json(dir, &t);
-    check(rc == SC_ERR_IO && strstr(sc_last_error(), dir), "a directory: %d %s", rc,
-          sc_last_error());
+    check(rc == SC_ERR_IO && strstr(sc_last_error(), dir), "a directory: %d %s", rc, sc_last_error());
 }
 
 /* Every prefix of a good file, and the good file with bytes changed at
@@ -515,7 +515,8 @@ static void test_reader_mutations(void)
     check(refused == (int)close && messages == (int)close,
           "all %zu truncations refused with a message naming the file: %d refused", close, refused);
 
-    static const char bytes[] = "{}[]\",:0123456789.-+eE\\u \x01\xff" "abcdefnrtx";
+    static const char bytes[] = "{}[]\",:0123456789.-+eE\\u \x01\xff"
+                                "abcdefnrtx";
     unsigned seed = 12345;
     int read = 0, bad = 0, unnamed = 0;
     char *m = malloc(len);
@@ -596,8 +597,7 @@ static void test_report(void)
     sc_trace_print_report(&t, o, f);
     fclose(f);
     text = slurp(path, NULL);
-    check(strncmp(text, "overlap report: 3 ranks x 2 workers,", 36) == 0,
-          "report without a model: %.40s", text);
+    check(strncmp(text, "overlap report: 3 ranks x 2 workers,", 36) == 0, "report without a model: %.40s", text);
     free(text);
 }
 
@@ -630,8 +630,8 @@ static void test_svg(void)
     check(rc == 0, "svg of an empty trace: %d %s", rc, sc_last_error());
     t = make_trace(ev);
     rc = sc_trace_write_svg(&t, path_of("nodir/x.svg"));
-    check(rc == SC_ERR_IO && strstr(sc_last_error(), "nodir/x.svg"),
-          "svg into a missing directory: %d %s", rc, sc_last_error());
+    check(rc == SC_ERR_IO && strstr(sc_last_error(), "nodir/x.svg"), "svg into a missing directory: %d %s", rc,
+          sc_last_error());
 }
 
 /* Where each rank's workers ran: written into otherData and as each
@@ -648,10 +648,14 @@ static void test_json_cuda(void)
     int rc = sc_trace_write_json(&t, path);
     check(rc == 0, "write %s: %d %s", path, rc, sc_last_error());
     char *text = slurp(path, NULL);
-    expect_text(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
-                      "\"args\":{\"name\":\"cpu 0\"}}", "json cuda: a CPU lane");
-    expect_text(text, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,"
-                      "\"args\":{\"name\":\"cuda 0\"}}", "json cuda: the CUDA lane");
+    expect_text(text,
+                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":0,"
+                "\"args\":{\"name\":\"cpu 0\"}}",
+                "json cuda: a CPU lane");
+    expect_text(text,
+                "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":1,\"tid\":1,"
+                "\"args\":{\"name\":\"cuda 0\"}}",
+                "json cuda: the CUDA lane");
     expect_text(text, "\"global_batch\":64,\"cuda_workers\":1,\"model\":", "json cuda: otherData");
     free(text);
     rc = sc_trace_read_json(path, &back);
@@ -667,7 +671,7 @@ static void test_placement(void)
 {
     struct sc_trace_event ev[NEVENTS];
     struct sc_trace t = make_trace(ev), back;
-    char (*where)[SC_TRACE_PLACEMENT_LEN] = calloc(3, sizeof *where);
+    char(*where)[SC_TRACE_PLACEMENT_LEN] = calloc(3, sizeof *where);
     strcpy(where[0], "2 CPU workers on cores 0-1 (bound by the launcher to core 0; alone)");
     strcpy(where[1], "1 CPU worker on core 2 (bound by the launcher to core 2)");
     strcpy(where[2], "quote \" and backslash \\");
@@ -676,14 +680,18 @@ static void test_placement(void)
     int rc = sc_trace_write_json(&t, path);
     check(rc == 0, "write with placement: %d %s", rc, sc_last_error());
     char *text = slurp(path, NULL);
-    expect_text(text, "\"model\":\"models/lenet.cfg\",\"placement\":[\"2 CPU workers on cores 0-1 (bound by "
-                      "the launcher to core 0; alone)\",\"1 CPU worker on core 2", "json placement");
-    expect_text(text, "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"labels\":\"1 "
-                      "CPU worker on core 2 (bound by the launcher to core 2)\"}}", "json placement");
+    expect_text(text,
+                "\"model\":\"models/lenet.cfg\",\"placement\":[\"2 CPU workers on cores 0-1 (bound by "
+                "the launcher to core 0; alone)\",\"1 CPU worker on core 2",
+                "json placement");
+    expect_text(text,
+                "{\"name\":\"process_labels\",\"ph\":\"M\",\"pid\":1,\"tid\":0,\"args\":{\"labels\":\"1 "
+                "CPU worker on core 2 (bound by the launcher to core 2)\"}}",
+                "json placement");
     free(text);
     rc = sc_trace_read_json(path, &back);
-    check(rc == 0 && back.placement && !strcmp(back.placement[0], where[0]) &&
-              !strcmp(back.placement[1], where[1]) && !strcmp(back.placement[2], where[2]),
+    check(rc == 0 && back.placement && !strcmp(back.placement[0], where[0]) && !strcmp(back.placement[1], where[1]) &&
+              !strcmp(back.placement[2], where[2]),
           "placement read back: %d %s", rc, rc ? sc_last_error() : "");
     sc_trace_free(&back);
     check(back.placement == NULL, "sc_trace_free frees the placement");
@@ -722,7 +730,6 @@ int main(void)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     if (failures == 0 && system(cmd) != 0)
         fprintf(stderr, "could not remove %s\n", dir);
-    printf("%d passed, %d failed%s%s\n", passes, failures, failures ? "; files kept in " : "",
-           failures ? dir : "");
+    printf("%d passed, %d failed%s%s\n", passes, failures, failures ? "; files kept in " : "", failures ? dir : "");
     return failures ? 1 : 0;
 }

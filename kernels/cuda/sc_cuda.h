@@ -25,8 +25,8 @@ cudaError_t sc_cuda_accumulate_f64(double *dst, const double *src, size_t n, cud
 /* torch.optim.SGD as vector.c's sgd1: v = momentum*v + (g + wd*w);
  * w -= lr*v.  skip (device, may be NULL): when *skip != 0, nothing changes.
  * gate (device, may be NULL): when *gate != 0, nothing changes. */
-cudaError_t sc_cuda_sgd(float *w, float *v, const float *g, size_t n, float lr, float momentum,
-                        float weight_decay, const int *skip, const float *gate, cudaStream_t s);
+cudaError_t sc_cuda_sgd(float *w, float *v, const float *g, size_t n, float lr, float momentum, float weight_decay,
+                        const int *skip, const float *gate, cudaStream_t s);
 /* *flag = 1 when some g[i] is NaN or Inf (flag untouched otherwise: set it
  * to 0 first); flag may be device or mapped host memory. */
 cudaError_t sc_cuda_find_nonfinite(int *flag, const float *g, size_t n, cudaStream_t s);
@@ -50,14 +50,13 @@ cudaError_t sc_cuda_col_sums(float *db, const float *dy, int rows, int cols, cud
  * the element type (float, or double when f64); count <= SC_CUDA_SUM_MAX;
  * dst may be one of the sources. */
 #define SC_CUDA_SUM_MAX 64
-cudaError_t sc_cuda_sum_ordered(int count, const void *const *src, void *dst, size_t n, int f64,
-                                cudaStream_t s);
+cudaError_t sc_cuda_sum_ordered(int count, const void *const *src, void *dst, size_t n, int f64, cudaStream_t s);
 
 /* A 4-D box copy: for s < ns, ch < nc, r < nr: the nx floats at
  * src + s*ss + ch*sc + r*sr go to dst + s*ds + ch*dc + r*dr (strides in
  * floats).  src NULL writes zeros.  The region kernels' gather/scatter. */
-cudaError_t sc_cuda_copy_box(float *dst, size_t ds, size_t dc, size_t dr, const float *src, size_t ss,
-                             size_t sc, size_t sr, int ns, int nc, int nr, int nx, cudaStream_t s);
+cudaError_t sc_cuda_copy_box(float *dst, size_t ds, size_t dc, size_t dr, const float *src, size_t ss, size_t sc,
+                             size_t sr, int ns, int nc, int nr, int nx, cudaStream_t s);
 
 /* ---- global average pooling (vector.h: sc_gap_fwd, sc_gap_bwd) ---- */
 /* y[r] = scale * sum of x[r*hw .. r*hw + hw) (in double), r < rows */
@@ -82,18 +81,17 @@ cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label,
 /* ---- batch normalization (bn.h; stats/dstats are double, 2c) ---- */
 cudaError_t sc_cuda_bn_stats(const float *x, double *stats, int n, int c, int hw, cudaStream_t s);
 /* saved = [mean | invstd] from stats/count, then y */
-cudaError_t sc_cuda_bn_fwd(const float *x, const double *stats, const float *params, float *y, float *saved,
-                           int n, int c, int hw, double count, float eps, int relu, cudaStream_t s);
-cudaError_t sc_cuda_bn_fwd_eval(const float *x, const float *running, const float *params, float *y, int n,
-                                int c, int hw, float eps, int relu, cudaStream_t s);
+cudaError_t sc_cuda_bn_fwd(const float *x, const double *stats, const float *params, float *y, float *saved, int n,
+                           int c, int hw, double count, float eps, int relu, cudaStream_t s);
+cudaError_t sc_cuda_bn_fwd_eval(const float *x, const float *running, const float *params, float *y, int n, int c,
+                                int hw, float eps, int relu, cudaStream_t s);
 cudaError_t sc_cuda_bn_running(const double *stats, float *running, int c, double count, float momentum,
                                const float *gate, cudaStream_t s);
-cudaError_t sc_cuda_bn_bwd_stats(const float *x, const float *dy, const float *saved, double *dstats, int n,
-                                 int c, int hw, cudaStream_t s);
+cudaError_t sc_cuda_bn_bwd_stats(const float *x, const float *dy, const float *saved, double *dstats, int n, int c,
+                                 int hw, cudaStream_t s);
 cudaError_t sc_cuda_bn_param_grad(const double *dstats, float *dparams, int c, cudaStream_t s);
 cudaError_t sc_cuda_bn_bwd_data(const float *x, const float *dy, const float *params, const float *saved,
-                                const double *dstats, float *dx, int n, int c, int hw, double count,
-                                cudaStream_t s);
+                                const double *dstats, float *dx, int n, int c, int hw, double count, cudaStream_t s);
 
 /* ---- pooling (sc_pool_compute), with oneDNN's max-pooling workspace ----
  * The workspace holds, per output (NCHW, as y), the index kh*KW + kw of
@@ -107,8 +105,7 @@ struct sc_cuda_pool {
 };
 cudaError_t sc_cuda_pool_fwd(const struct sc_cuda_pool *p, const float *x, float *y, void *ws, cudaStream_t s);
 /* dx from dy (and ws for max pooling); every dx element is written. */
-cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, const void *ws, float *dx,
-                             cudaStream_t s);
+cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, const void *ws, float *dx, cudaStream_t s);
 
 #ifdef __cplusplus
 }

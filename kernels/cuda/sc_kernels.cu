@@ -3,7 +3,8 @@
 
 #include "sc_launch.cuh"
 
-namespace {
+namespace
+{
 
 template <typename T> __global__ void k_accumulate(T *__restrict__ dst, const T *__restrict__ src, size_t n)
 {
@@ -11,8 +12,8 @@ template <typename T> __global__ void k_accumulate(T *__restrict__ dst, const T 
 }
 
 /* The same two roundings as vector.c's sgd1 (no FMA contraction). */
-__global__ void k_sgd(float *__restrict__ w, float *__restrict__ v, const float *__restrict__ g, size_t n,
-                      float lr, float momentum, float wd, const int *skip, const float *gate)
+__global__ void k_sgd(float *__restrict__ w, float *__restrict__ v, const float *__restrict__ g, size_t n, float lr,
+                      float momentum, float wd, const int *skip, const float *gate)
 {
     if ((skip && *skip) || (gate && *gate != 0.0f))
         return;
@@ -151,8 +152,8 @@ cudaError_t sc_cuda_accumulate_f64(double *dst, const double *src, size_t n, cud
     return cudaGetLastError();
 }
 
-cudaError_t sc_cuda_sgd(float *w, float *v, const float *g, size_t n, float lr, float momentum,
-                        float weight_decay, const int *skip, const float *gate, cudaStream_t s)
+cudaError_t sc_cuda_sgd(float *w, float *v, const float *g, size_t n, float lr, float momentum, float weight_decay,
+                        const int *skip, const float *gate, cudaStream_t s)
 {
     if (n)
         k_sgd<<<blocks_for(n), THREADS, 0, s>>>(w, v, g, n, lr, momentum, weight_decay, skip, gate);
@@ -229,8 +230,8 @@ cudaError_t sc_cuda_sum_ordered(int count, const void *const *src, void *dst, si
     return cudaGetLastError();
 }
 
-cudaError_t sc_cuda_copy_box(float *dst, size_t ds, size_t dc, size_t dr, const float *src, size_t ss,
-                             size_t sc, size_t sr, int ns, int nc, int nr, int nx, cudaStream_t s)
+cudaError_t sc_cuda_copy_box(float *dst, size_t ds, size_t dc, size_t dr, const float *src, size_t ss, size_t sc,
+                             size_t sr, int ns, int nc, int nr, int nx, cudaStream_t s)
 {
     size_t lines = (size_t)ns * nc * nr;
     if (lines && nx > 0) {

@@ -6,7 +6,8 @@
 
 #include "sc_launch.cuh"
 
-namespace {
+namespace
+{
 
 /* Sum of v over the block (blockDim.x a multiple of 32, at most 1024);
  * the result in thread 0. */
@@ -139,13 +140,11 @@ __device__ void bn_apply_row(const float *__restrict__ x, float *__restrict__ y,
     }
 }
 
-__global__ void k_bn_apply(const float *x, const float *params, const float *saved, float *y, int c, int hw,
-                           int relu)
+__global__ void k_bn_apply(const float *x, const float *params, const float *saved, float *y, int c, int hw, int relu)
 {
     size_t row = blockIdx.x;
     int ch = (int)(row % c);
-    bn_apply_row(x + row * hw, y + row * hw, hw, saved[ch], __fmul_rn(params[ch], saved[c + ch]), params[c + ch],
-                 relu);
+    bn_apply_row(x + row * hw, y + row * hw, hw, saved[ch], __fmul_rn(params[ch], saved[c + ch]), params[c + ch], relu);
 }
 
 __global__ void k_bn_apply_eval(const float *x, const float *run, const float *params, float *y, int c, int hw,
@@ -158,8 +157,7 @@ __global__ void k_bn_apply_eval(const float *x, const float *run, const float *p
 }
 
 /* gate: NULL, or the batch's verdict (not 0: skipped, nothing changes). */
-__global__ void k_bn_running(const double *stats, float *run, int c, double count, float momentum,
-                             const float *gate)
+__global__ void k_bn_running(const double *stats, float *run, int c, double count, float momentum, const float *gate)
 {
     int ch = blockIdx.x * blockDim.x + threadIdx.x;
     if (ch >= c || (gate && *gate != 0.0f))
@@ -207,8 +205,8 @@ __global__ void k_bn_param_grad(const double *ds, float *dp, int c)
     dp[c + ch] = (float)ds[ch];
 }
 
-__global__ void k_bn_bwd_data(const float *x, const float *dy, const float *prm, const float *saved,
-                              const double *ds, float *dx, int c, int hw, double count)
+__global__ void k_bn_bwd_data(const float *x, const float *dy, const float *prm, const float *saved, const double *ds,
+                              float *dx, int c, int hw, double count)
 {
     size_t row = blockIdx.x;
     int ch = (int)(row % c);
@@ -229,8 +227,7 @@ __device__ int ws_get(const void *ws, int wide, size_t i)
     return wide ? ((const int32_t *)ws)[i] : ((const uint8_t *)ws)[i];
 }
 
-__global__ void k_pool_fwd(sc_cuda_pool p, const float *__restrict__ x, float *__restrict__ y, void *ws,
-                           int wide)
+__global__ void k_pool_fwd(sc_cuda_pool p, const float *__restrict__ x, float *__restrict__ y, void *ws, int wide)
 {
     size_t ny = (size_t)p.n * p.c * p.oh * p.ow;
     GRID_STRIDE(t, ny)
@@ -330,8 +327,7 @@ cudaError_t sc_cuda_xent(int n, int classes, int hw, float scale, int pad_label,
         return e;
     size_t npix = (size_t)n * hw;
     if (npix)
-        k_xent<<<blocks_for(npix), THREADS, 0, s>>>(n, classes, hw, scale, pad_label, logits, labels, dlogits,
-                                                    acc);
+        k_xent<<<blocks_for(npix), THREADS, 0, s>>>(n, classes, hw, scale, pad_label, logits, labels, dlogits, acc);
     k_xent_done<<<1, 1, 0, s>>>(acc, stats, bad);
     return cudaGetLastError();
 }
@@ -342,16 +338,16 @@ cudaError_t sc_cuda_bn_stats(const float *x, double *stats, int n, int c, int hw
     return cudaGetLastError();
 }
 
-cudaError_t sc_cuda_bn_fwd(const float *x, const double *stats, const float *params, float *y, float *saved,
-                           int n, int c, int hw, double count, float eps, int relu, cudaStream_t s)
+cudaError_t sc_cuda_bn_fwd(const float *x, const double *stats, const float *params, float *y, float *saved, int n,
+                           int c, int hw, double count, float eps, int relu, cudaStream_t s)
 {
     k_bn_saved<<<(c + THREADS - 1) / THREADS, THREADS, 0, s>>>(stats, saved, c, count, eps);
     k_bn_apply<<<(unsigned)((size_t)n * c), THREADS, 0, s>>>(x, params, saved, y, c, hw, relu);
     return cudaGetLastError();
 }
 
-cudaError_t sc_cuda_bn_fwd_eval(const float *x, const float *running, const float *params, float *y, int n,
-                                int c, int hw, float eps, int relu, cudaStream_t s)
+cudaError_t sc_cuda_bn_fwd_eval(const float *x, const float *running, const float *params, float *y, int n, int c,
+                                int hw, float eps, int relu, cudaStream_t s)
 {
     k_bn_apply_eval<<<(unsigned)((size_t)n * c), THREADS, 0, s>>>(x, running, params, y, c, hw, eps, relu);
     return cudaGetLastError();
@@ -364,8 +360,8 @@ cudaError_t sc_cuda_bn_running(const double *stats, float *running, int c, doubl
     return cudaGetLastError();
 }
 
-cudaError_t sc_cuda_bn_bwd_stats(const float *x, const float *dy, const float *saved, double *dstats, int n,
-                                 int c, int hw, cudaStream_t s)
+cudaError_t sc_cuda_bn_bwd_stats(const float *x, const float *dy, const float *saved, double *dstats, int n, int c,
+                                 int hw, cudaStream_t s)
 {
     k_bn_bwd_stats<<<c, THREADS, 0, s>>>(x, dy, saved, dstats, n, c, hw);
     return cudaGetLastError();
@@ -378,8 +374,7 @@ cudaError_t sc_cuda_bn_param_grad(const double *dstats, float *dparams, int c, c
 }
 
 cudaError_t sc_cuda_bn_bwd_data(const float *x, const float *dy, const float *params, const float *saved,
-                                const double *dstats, float *dx, int n, int c, int hw, double count,
-                                cudaStream_t s)
+                                const double *dstats, float *dx, int n, int c, int hw, double count, cudaStream_t s)
 {
     k_bn_bwd_data<<<(unsigned)((size_t)n * c), THREADS, 0, s>>>(x, dy, params, saved, dstats, dx, c, hw, count);
     return cudaGetLastError();
@@ -393,8 +388,7 @@ cudaError_t sc_cuda_pool_fwd(const struct sc_cuda_pool *p, const float *x, float
     return cudaGetLastError();
 }
 
-cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, const void *ws, float *dx,
-                             cudaStream_t s)
+cudaError_t sc_cuda_pool_bwd(const struct sc_cuda_pool *p, const float *dy, const void *ws, float *dx, cudaStream_t s)
 {
     size_t nx = (size_t)p->n * p->c * p->h * p->w;
     if (nx)

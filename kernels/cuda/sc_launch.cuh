@@ -16,7 +16,7 @@ static inline unsigned blocks_for(size_t n)
     return b ? (unsigned)b : 1u;
 }
 
-#define GRID_STRIDE(i, n) \
+#define GRID_STRIDE(i, n)                                                                                              \
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (size_t)gridDim.x * blockDim.x)
 
 #endif

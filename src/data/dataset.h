@@ -12,15 +12,15 @@ extern "C" {
 /* ---- IDX data sets (MNIST / Fashion-MNIST, optionally gzip-compressed) ---- */
 
 struct sc_dataset {
-    int n;              /* number of samples */
-    int c, h, w;        /* sample shape */
-    int classes;        /* 10 for Fashion-MNIST */
-    uint8_t *images;    /* n * c*h*w bytes, 0..255 */
-    uint8_t *labels;    /* n bytes, 0..classes-1 */
-    int synthetic;      /* 0: the above; else 1 + enum sc_synth_kind: samples generated on
-                         * the fly from (seed, index), images and labels NULL */
+    int n;           /* number of samples */
+    int c, h, w;     /* sample shape */
+    int classes;     /* 10 for Fashion-MNIST */
+    uint8_t *images; /* n * c*h*w bytes, 0..255 */
+    uint8_t *labels; /* n bytes, 0..classes-1 */
+    int synthetic;   /* 0: the above; else 1 + enum sc_synth_kind: samples generated on
+                      * the fly from (seed, index), images and labels NULL */
     uint64_t seed;
-    int nan_sample;     /* synthetic: 1 + the index of a training sample made corrupt (a NaN) */
+    int nan_sample; /* synthetic: 1 + the index of a training sample made corrupt (a NaN) */
 };
 
 /* "synthetic:CxHxW:K" (images with K classes, e.g. synthetic:3x224x224:1000;

@@ -16,7 +16,7 @@
 
 #define IDX_IMAGES_MAGIC 0x00000803u
 #define IDX_LABELS_MAGIC 0x00000801u
-#define IDX_CLASSES 10
+#define IDX_CLASSES      10
 /* Sample counts and byte offsets are ints elsewhere in the program. */
 #define IDX_MAX_BYTES ((uint64_t)INT32_MAX)
 /* Deflate cannot expand more than about 1032:1, so a header promising more
@@ -24,12 +24,10 @@
  * avoids a large allocation for a small damaged file. */
 #define GZ_MAX_RATIO 1032
 
-static const char *const missing_hint =
-    "(install the Debian package dataset-fashion-mnist, or pass --data DIR)";
+static const char *const missing_hint = "(install the Debian package dataset-fashion-mnist, or pass --data DIR)";
 
 /* Picks "<dir>/<prefix>-<kind>.gz", else the same without ".gz". */
-static int find_file(const char *dir, const char *prefix, const char *kind, char *path,
-                     size_t size, struct stat *st)
+static int find_file(const char *dir, const char *prefix, const char *kind, char *path, size_t size, struct stat *st)
 {
     struct stat dst;
     if (stat(dir, &dst) != 0) {
@@ -71,15 +69,13 @@ static const char *gz_message(gzFile gz, const char *path)
 }
 
 /* Reads up to n bytes into buf + *got, in chunks that fit gzread's int. */
-static int read_some(gzFile gz, const char *path, uint8_t *buf, uint64_t n, uint64_t *got,
-                     const char *what)
+static int read_some(gzFile gz, const char *path, uint8_t *buf, uint64_t n, uint64_t *got, const char *what)
 {
     while (*got < n) {
         uint64_t chunk = n - *got < (1u << 24) ? n - *got : (1u << 24);
         int r = gzread(gz, buf + *got, (unsigned)chunk);
         if (r < 0)
-            return sc_error(SC_ERR_DATA, "%s: %s while reading %s", path, gz_message(gz, path),
-                            what);
+            return sc_error(SC_ERR_DATA, "%s: %s while reading %s", path, gz_message(gz, path), what);
         if (r == 0)
             break;
         *got += (uint64_t)r;
@@ -89,8 +85,8 @@ static int read_some(gzFile gz, const char *path, uint8_t *buf, uint64_t n, uint
 
 static int truncated(const char *path, const char *what, uint64_t n, uint64_t got)
 {
-    return sc_error(SC_ERR_DATA, "%s: truncated: %s needs %llu bytes, found %llu", path, what,
-                    (unsigned long long)n, (unsigned long long)got);
+    return sc_error(SC_ERR_DATA, "%s: truncated: %s needs %llu bytes, found %llu", path, what, (unsigned long long)n,
+                    (unsigned long long)got);
 }
 
 /* Reads exactly n bytes; a short read means a truncated or corrupt file. */
@@ -107,16 +103,14 @@ static int read_exact(gzFile gz, const char *path, void *buf, uint64_t n, const 
  * against the file's; a gzip file's size bounds its data only loosely
  * (1032:1), so its buffer grows with what actually decompresses: a small
  * damaged file that promises a gigabyte costs what it holds. */
-static int read_data(gzFile gz, const char *path, uint64_t n, int direct, const char *what,
-                     uint8_t **out)
+static int read_data(gzFile gz, const char *path, uint64_t n, int direct, const char *what, uint8_t **out)
 {
     uint64_t cap = direct || n < (1u << 20) ? n : (1u << 20), got = 0;
     uint8_t *buf = malloc(cap ? cap : 1);
     int rc = SC_OK;
     for (;;) {
         if (!buf) {
-            rc = sc_error(SC_ERR_NOMEM, "%s: out of memory for %llu bytes", path,
-                          (unsigned long long)cap);
+            rc = sc_error(SC_ERR_NOMEM, "%s: out of memory for %llu bytes", path, (unsigned long long)cap);
             break;
         }
         if ((rc = read_some(gz, path, buf, cap, &got, what)) != SC_OK || got < cap || cap == n)
@@ -143,8 +137,7 @@ static uint32_t be32(const uint8_t *p)
 }
 
 /* Loads one IDX file with the given magic; dims[0] is the sample count. */
-static int load_idx(const char *path, const struct stat *st, uint32_t magic, int ndims,
-                    uint32_t *dims, uint8_t **data)
+static int load_idx(const char *path, const struct stat *st, uint32_t magic, int ndims, uint32_t *dims, uint8_t **data)
 {
     *data = NULL;
     if (S_ISDIR(st->st_mode))
@@ -166,8 +159,7 @@ static int load_idx(const char *path, const struct stat *st, uint32_t magic, int
     if (flags == -1 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1 || !(gz = gzdopen(fd, "rb"))) {
         int err = errno;
         close(fd);
-        return sc_error(err == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, "%s: %s", path,
-                        err ? strerror(err) : "cannot open");
+        return sc_error(err == ENOMEM ? SC_ERR_NOMEM : SC_ERR_IO, "%s: %s", path, err ? strerror(err) : "cannot open");
     }
     uint8_t head[4 + 4 * 3];
     size_t headlen = 4 + 4 * (size_t)ndims;
@@ -176,8 +168,8 @@ static int load_idx(const char *path, const struct stat *st, uint32_t magic, int
         goto out;
     uint32_t m = be32(head);
     if (m != magic) {
-        rc = sc_error(SC_ERR_DATA, "%s: bad magic number 0x%08x, expected 0x%08x (%s)", path,
-                      m, magic, magic == IDX_IMAGES_MAGIC ? "idx3 images" : "idx1 labels");
+        rc = sc_error(SC_ERR_DATA, "%s: bad magic number 0x%08x, expected 0x%08x (%s)", path, m, magic,
+                      magic == IDX_IMAGES_MAGIC ? "idx3 images" : "idx1 labels");
         goto out;
     }
     uint64_t total = 1;
@@ -200,10 +192,10 @@ static int load_idx(const char *path, const struct stat *st, uint32_t magic, int
     uint64_t size = (uint64_t)st->st_size;
     uint64_t limit = direct ? (size > headlen ? size - headlen : 0) : size * GZ_MAX_RATIO;
     if (total > limit) {
-        rc = sc_error(SC_ERR_DATA, "%s: truncated: the header promises %llu bytes of data, "
-                      "more than a %s file of %llu bytes can hold", path,
-                      (unsigned long long)total, direct ? "plain" : "gzip",
-                      (unsigned long long)st->st_size);
+        rc = sc_error(SC_ERR_DATA,
+                      "%s: truncated: the header promises %llu bytes of data, "
+                      "more than a %s file of %llu bytes can hold",
+                      path, (unsigned long long)total, direct ? "plain" : "gzip", (unsigned long long)st->st_size);
         goto out;
     }
     rc = read_data(gz, path, total, direct, magic == IDX_IMAGES_MAGIC ? "images" : "labels", data);
@@ -259,12 +251,10 @@ SC_API int sc_dataset_load_idx(const char *dir, const char *prefix, struct sc_da
     if (rc == SC_OK)
         rc = load_idx(lpath, &lst, IDX_LABELS_MAGIC, 1, ldims, &labels);
     if (rc == SC_OK && idims[0] != ldims[0])
-        rc = sc_error(SC_ERR_DATA, "%s has %u images but %s has %u labels", ipath, idims[0],
-                      lpath, ldims[0]);
+        rc = sc_error(SC_ERR_DATA, "%s has %u images but %s has %u labels", ipath, idims[0], lpath, ldims[0]);
     for (uint32_t i = 0; rc == SC_OK && i < ldims[0]; i++)
         if (labels[i] >= IDX_CLASSES)
-            rc = sc_error(SC_ERR_DATA, "%s: label %u of sample %u is not below %d", lpath,
-                          labels[i], i, IDX_CLASSES);
+            rc = sc_error(SC_ERR_DATA, "%s: label %u of sample %u is not below %d", lpath, labels[i], i, IDX_CLASSES);
     if (rc != SC_OK) {
         free(images);
         free(labels);

@@ -10,9 +10,9 @@
 /* Sizes: enough for several epochs of the tests and benchmarks; the
  * held-out split uses another seed, hence other samples. */
 #define IMAGE_TRAIN 10000
-#define IMAGE_TEST 500
-#define MESH_TRAIN 1000
-#define MESH_TEST 16
+#define IMAGE_TEST  500
+#define MESH_TRAIN  1000
+#define MESH_TEST   16
 
 static int parse_int(const char *s, char **end, int lo, int hi, int *out)
 {
@@ -32,8 +32,13 @@ SC_API int sc_dataset_synthetic(const char *spec, int test, struct sc_dataset *o
         int size;
         if (parse_int(spec + 15, &end, 8, 1 << 15, &size) || *end)
             return sc_error(SC_ERR_ARG, "--data %s: expected synthetic-mesh:SIZE with SIZE in [8, 32768]", spec);
-        *out = (struct sc_dataset){.n = test ? MESH_TEST : MESH_TRAIN, .c = 18, .h = size, .w = size, .classes = 2,
-                                   .synthetic = 1 + SC_SYNTH_MESH, .seed = out->seed};
+        *out = (struct sc_dataset){.n = test ? MESH_TEST : MESH_TRAIN,
+                                   .c = 18,
+                                   .h = size,
+                                   .w = size,
+                                   .classes = 2,
+                                   .synthetic = 1 + SC_SYNTH_MESH,
+                                   .seed = out->seed};
         return 0;
     }
     if (!strncmp(spec, "synthetic:", 10)) {
@@ -45,8 +50,13 @@ SC_API int sc_dataset_synthetic(const char *spec, int test, struct sc_dataset *o
             (*end && (strncmp(end, ":nan=", 5) || parse_int(end + 5, &end, 0, IMAGE_TRAIN - 1, &nan) || *end)))
             return sc_error(SC_ERR_ARG, "--data %s: expected synthetic:CxHxW:K[:nan=I], e.g. synthetic:3x224x224:1000",
                             spec);
-        *out = (struct sc_dataset){.n = test ? IMAGE_TEST : IMAGE_TRAIN, .c = c, .h = h, .w = w, .classes = k,
-                                   .synthetic = 1 + SC_SYNTH_IMAGE, .seed = out->seed,
+        *out = (struct sc_dataset){.n = test ? IMAGE_TEST : IMAGE_TRAIN,
+                                   .c = c,
+                                   .h = h,
+                                   .w = w,
+                                   .classes = k,
+                                   .synthetic = 1 + SC_SYNTH_IMAGE,
+                                   .seed = out->seed,
                                    .nan_sample = test || nan < 0 ? 0 : nan + 1};
         return 0;
     }

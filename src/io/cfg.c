@@ -26,8 +26,8 @@ static int is_space(char c)
 
 static int is_name_char(char c)
 {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '_' || c == '-' || c == '.';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+           c == '.';
 }
 
 static char *dup_range(const char *b, const char *e)
@@ -93,8 +93,7 @@ static size_t hash_key(const char *b, size_t n)
 }
 
 /* The slot holding key [b, b + n) of s, or the empty slot where it goes. */
-static int *keyset_slot(const struct keyset *ks, const struct sc_cfg_section *s, const char *b,
-                        size_t n)
+static int *keyset_slot(const struct keyset *ks, const struct sc_cfg_section *s, const char *b, size_t n)
 {
     size_t mask = ks->cap - 1;
     for (size_t i = hash_key(b, n) & mask;; i = (i + 1) & mask) {
@@ -128,14 +127,13 @@ static void keyset_clear(struct keyset *ks)
     ks->cap = 0;
 }
 
-static int parse_section_header(struct sc_cfg *cfg, const char *b, const char *e, int line,
-                                int *seccap, int *keycap, struct keyset *ks)
+static int parse_section_header(struct sc_cfg *cfg, const char *b, const char *e, int line, int *seccap, int *keycap,
+                                struct keyset *ks)
 {
     const char *path = cfg->path;
     const char *close = memchr(b, ']', (size_t)(e - b));
     if (!close)
-        return sc_error(SC_ERR_PARSE, "%s:%d: expected ']' to close the section name", path,
-                        line);
+        return sc_error(SC_ERR_PARSE, "%s:%d: expected ']' to close the section name", path, line);
     for (const char *p = close + 1; p < e; p++)
         if (!is_space(*p))
             return sc_error(SC_ERR_PARSE, "%s:%d: unexpected text after ']'", path, line);
@@ -147,8 +145,7 @@ static int parse_section_header(struct sc_cfg *cfg, const char *b, const char *e
     if (nb == ne)
         return sc_error(SC_ERR_PARSE, "%s:%d: empty section name", path, line);
     if (ne - nb > CFG_MAX_NAME)
-        return sc_error(SC_ERR_PARSE, "%s:%d: section name longer than %d characters", path,
-                        line, CFG_MAX_NAME);
+        return sc_error(SC_ERR_PARSE, "%s:%d: section name longer than %d characters", path, line, CFG_MAX_NAME);
     for (const char *p = nb; p < ne; p++)
         if (!is_name_char(*p))
             return sc_error(SC_ERR_PARSE, "%s:%d: bad character in section name", path, line);
@@ -165,8 +162,7 @@ static int parse_section_header(struct sc_cfg *cfg, const char *b, const char *e
     return s->name ? SC_OK : nomem(path);
 }
 
-static int parse_key_value(struct sc_cfg *cfg, const char *b, const char *e, int line,
-                           int *keycap, struct keyset *ks)
+static int parse_key_value(struct sc_cfg *cfg, const char *b, const char *e, int line, int *keycap, struct keyset *ks)
 {
     const char *path = cfg->path;
     const char *eq = memchr(b, '=', (size_t)(e - b));
@@ -180,27 +176,23 @@ static int parse_key_value(struct sc_cfg *cfg, const char *b, const char *e, int
     if (kb == ke)
         return sc_error(SC_ERR_PARSE, "%s:%d: missing key before '='", path, line);
     if (ke - kb > CFG_MAX_NAME)
-        return sc_error(SC_ERR_PARSE, "%s:%d: key longer than %d characters", path, line,
-                        CFG_MAX_NAME);
+        return sc_error(SC_ERR_PARSE, "%s:%d: key longer than %d characters", path, line, CFG_MAX_NAME);
     int klen = (int)(ke - kb);
     for (const char *p = kb; p < ke; p++)
         if (!is_name_char(*p))
-            return sc_error(SC_ERR_PARSE, "%s:%d: bad character in key '%.*s'", path, line,
-                            klen, kb);
+            return sc_error(SC_ERR_PARSE, "%s:%d: bad character in key '%.*s'", path, line, klen, kb);
     if (cfg->nsections == 0)
-        return sc_error(SC_ERR_PARSE, "%s:%d: key '%.*s' outside any section", path, line,
-                        klen, kb);
+        return sc_error(SC_ERR_PARSE, "%s:%d: key '%.*s' outside any section", path, line, klen, kb);
     struct sc_cfg_section *s = &cfg->sections[cfg->nsections - 1];
     if (vb == ve)
-        return sc_error(SC_ERR_PARSE, "%s:%d: missing value for '%.*s' in [%s]", path, line,
-                        klen, kb, s->name);
+        return sc_error(SC_ERR_PARSE, "%s:%d: missing value for '%.*s' in [%s]", path, line, klen, kb, s->name);
     if (keyset_reserve(ks, s) != SC_OK)
         return nomem(path);
     int *slot = keyset_slot(ks, s, kb, (size_t)klen);
     if (*slot) {
         const struct sc_cfg_key *first = &s->keys[*slot - 1];
-        return sc_error(SC_ERR_PARSE, "%s:%d: duplicate key '%s' in [%s] (first at line %d)",
-                        path, line, first->key, s->name, first->line);
+        return sc_error(SC_ERR_PARSE, "%s:%d: duplicate key '%s' in [%s] (first at line %d)", path, line, first->key,
+                        s->name, first->line);
     }
     void *p = reserve(s->keys, s->nkeys, keycap, sizeof *s->keys);
     if (!p)
@@ -241,8 +233,7 @@ static int parse_buffer(const char *text, size_t len, const char *name, struct s
                 break;
             }
             if ((c < 0x20 && !is_space((char)c)) || c == 0x7f) {
-                rc = sc_error(SC_ERR_PARSE, "%s:%d: control character 0x%02x (not a text file?)",
-                              name, line, c);
+                rc = sc_error(SC_ERR_PARSE, "%s:%d: control character 0x%02x (not a text file?)", name, line, c);
                 break;
             }
         }
@@ -262,11 +253,13 @@ static int parse_buffer(const char *text, size_t len, const char *name, struct s
          * messages, where a CR or VT would break or overwrite the line. */
         for (const char *q = b; q < e && rc == SC_OK; q++)
             if (*q == '\r')
-                rc = sc_error(SC_ERR_PARSE, "%s:%d: carriage return inside a line (old Mac line "
-                              "ends?)", name, line);
+                rc = sc_error(SC_ERR_PARSE,
+                              "%s:%d: carriage return inside a line (old Mac line "
+                              "ends?)",
+                              name, line);
             else if (*q != ' ' && *q != '\t' && is_space(*q))
-                rc = sc_error(SC_ERR_PARSE, "%s:%d: control character 0x%02x (not a text file?)",
-                              name, line, (unsigned char)*q);
+                rc = sc_error(SC_ERR_PARSE, "%s:%d: control character 0x%02x (not a text file?)", name, line,
+                              (unsigned char)*q);
         if (rc != SC_OK)
             break;
         if (b == e)
@@ -335,8 +328,7 @@ SC_API int sc_cfg_load(const char *path, struct sc_cfg **out)
     if (err)
         rc = sc_error(SC_ERR_IO, "%s: %s", path, strerror(err));
     else if (n > CFG_MAX_BYTES)
-        rc = sc_error(SC_ERR_PARSE, "%s: larger than %d bytes, not a model configuration",
-                      path, CFG_MAX_BYTES);
+        rc = sc_error(SC_ERR_PARSE, "%s: larger than %d bytes, not a model configuration", path, CFG_MAX_BYTES);
     else
         rc = parse_buffer(buf, n, path, out);
     free(buf);
@@ -358,8 +350,8 @@ static const char *cfg_path(const struct sc_cfg *cfg)
     return cfg && cfg->path ? cfg->path : "<cfg>";
 }
 
-SC_API int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
-                   int def, int min, int max, int *out)
+SC_API int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key, int def, int min,
+                          int max, int *out)
 {
     if (!s || !key || !out)
         return sc_error(SC_ERR_ARG, "%s: sc_cfg_get_int: NULL argument", cfg_path(cfg));
@@ -372,17 +364,17 @@ SC_API int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, co
     errno = 0;
     long v = strtol(k->value, &end, 10);
     if (end == k->value || *end != '\0')
-        return sc_error(SC_ERR_PARSE, "%s:%d: bad number '%.64s' for '%s' in [%s]",
-                        cfg_path(cfg), k->line, k->value, key, s->name);
+        return sc_error(SC_ERR_PARSE, "%s:%d: bad number '%.64s' for '%s' in [%s]", cfg_path(cfg), k->line, k->value,
+                        key, s->name);
     if (errno == ERANGE || v < min || v > max)
-        return sc_error(SC_ERR_PARSE, "%s:%d: %s=%.64s out of range [%d, %d] in [%s]",
-                        cfg_path(cfg), k->line, key, k->value, min, max, s->name);
+        return sc_error(SC_ERR_PARSE, "%s:%d: %s=%.64s out of range [%d, %d] in [%s]", cfg_path(cfg), k->line, key,
+                        k->value, min, max, s->name);
     *out = (int)v;
     return SC_OK;
 }
 
-SC_API int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
-                     double def, double *out)
+SC_API int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key, double def,
+                            double *out)
 {
     if (!s || !key || !out)
         return sc_error(SC_ERR_ARG, "%s: sc_cfg_get_float: NULL argument", cfg_path(cfg));
@@ -397,17 +389,17 @@ SC_API int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, 
     int overflow = errno == ERANGE && fabs(v) > 1.0;
     /* "nan" and "inf" parse, but as a learning rate or decay they are a typo. */
     if (end == k->value || *end != '\0' || (!isfinite(v) && !overflow))
-        return sc_error(SC_ERR_PARSE, "%s:%d: bad number '%.64s' for '%s' in [%s]",
-                        cfg_path(cfg), k->line, k->value, key, s->name);
+        return sc_error(SC_ERR_PARSE, "%s:%d: bad number '%.64s' for '%s' in [%s]", cfg_path(cfg), k->line, k->value,
+                        key, s->name);
     if (overflow)
-        return sc_error(SC_ERR_PARSE, "%s:%d: %s=%.64s out of range in [%s]", cfg_path(cfg),
-                        k->line, key, k->value, s->name);
+        return sc_error(SC_ERR_PARSE, "%s:%d: %s=%.64s out of range in [%s]", cfg_path(cfg), k->line, key, k->value,
+                        s->name);
     *out = v;
     return SC_OK;
 }
 
-SC_API int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
-                   const char *def, const char **out)
+SC_API int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key, const char *def,
+                          const char **out)
 {
     if (!s || !key || !out)
         return sc_error(SC_ERR_ARG, "%s: sc_cfg_get_str: NULL argument", cfg_path(cfg));
@@ -422,7 +414,7 @@ SC_API int sc_cfg_check_unused(const struct sc_cfg *cfg, const struct sc_cfg_sec
         return sc_error(SC_ERR_ARG, "%s: sc_cfg_check_unused: NULL section", cfg_path(cfg));
     for (int k = 0; k < s->nkeys; k++)
         if (!s->keys[k].used)
-            return sc_error(SC_ERR_PARSE, "%s:%d: unknown key '%s' in [%s]", cfg_path(cfg),
-                            s->keys[k].line, s->keys[k].key, s->name);
+            return sc_error(SC_ERR_PARSE, "%s:%d: unknown key '%s' in [%s]", cfg_path(cfg), s->keys[k].line,
+                            s->keys[k].key, s->name);
     return SC_OK;
 }

@@ -39,13 +39,12 @@ void sc_cfg_free(struct sc_cfg *cfg);
 /* Getters: return 0 and set *out, or the default when the key is absent;
  * a value that is not a number (or out of [min, max]) is an SC_ERR_PARSE
  * naming path:line and key.  They mark the key used. */
-int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
-                   int def, int min, int max, int *out);
-int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
-                     double def, double *out);
+int sc_cfg_get_int(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key, int def, int min, int max,
+                   int *out);
+int sc_cfg_get_float(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key, double def, double *out);
 /* *out points into the section (not copied); def may be NULL. */
-int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
-                   const char *def, const char **out);
+int sc_cfg_get_str(const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key, const char *def,
+                   const char **out);
 /* SC_ERR_PARSE "path:line: unknown key 'k' in [section]" for the first key
  * that no getter has read. */
 int sc_cfg_check_unused(const struct sc_cfg *cfg, const struct sc_cfg_section *s);

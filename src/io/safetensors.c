@@ -29,9 +29,8 @@ static const struct {
     const char *name;
     int size;
 } dtypes[] = {
-    {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1},
-    {"I16", 2},  {"U16", 2}, {"F16", 2},  {"BF16", 2},    {"I32", 4},
-    {"U32", 4},  {"F32", 4}, {"I64", 8},  {"U64", 8},     {"F64", 8},
+    {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+    {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8},
 };
 
 static int dtype_size(const char *name)
@@ -132,8 +131,7 @@ static int parse_tensor(struct sc_json *j, struct sc_st_tensor *t, size_t data_b
             rc = parse_uint_array(j, UINT64_MAX, off, 2, &noff, "data_offsets");
             if (rc == SC_OK && noff != 2)
                 rc = sc_json_error(j, "tensor '%.100s': data_offsets needs 2 integers", t->name);
-        } else if (strcmp(key, "dtype") == 0 || strcmp(key, "shape") == 0 ||
-                   strcmp(key, "data_offsets") == 0) {
+        } else if (strcmp(key, "dtype") == 0 || strcmp(key, "shape") == 0 || strcmp(key, "data_offsets") == 0) {
             rc = sc_json_error(j, "tensor '%.100s': duplicate '%s'", t->name, key);
         } else {
             rc = sc_json_error(j, "tensor '%.100s': unknown field '%.64s'", t->name, key);
@@ -189,14 +187,17 @@ static int check_layout(struct sc_st_file *f, const char *path)
     for (int i = 0; i < f->ntensors; i++) {
         const struct sc_st_tensor *t = &f->tensors[i];
         if (t->offset != at)
-            return sc_error(SC_ERR_PARSE, "%s: tensor '%.100s' starts at byte %zu of the data "
-                            "section, the previous tensor ends at %zu (%s)", path, t->name,
-                            t->offset, at, t->offset < at ? "overlap" : "gap");
+            return sc_error(SC_ERR_PARSE,
+                            "%s: tensor '%.100s' starts at byte %zu of the data "
+                            "section, the previous tensor ends at %zu (%s)",
+                            path, t->name, t->offset, at, t->offset < at ? "overlap" : "gap");
         at += t->nbytes;
     }
     if (at != f->data_bytes)
-        return sc_error(SC_ERR_PARSE, "%s: the tensors cover %zu bytes but the data section "
-                        "has %zu", path, at, f->data_bytes);
+        return sc_error(SC_ERR_PARSE,
+                        "%s: the tensors cover %zu bytes but the data section "
+                        "has %zu",
+                        path, at, f->data_bytes);
     if (f->ntensors < 2)
         return SC_OK;
     char **names = malloc((size_t)f->ntensors * sizeof *names);
@@ -277,8 +278,7 @@ SC_API const struct sc_st_tensor *sc_st_find(const struct sc_st_file *f, const c
 static int read_exact(FILE *fp, void *buf, size_t n, const char *path, const char *what)
 {
     if (n && fread(buf, 1, n, fp) != n)
-        return ferror(fp) ? sc_error(SC_ERR_IO, "%s: reading the %s: %s", path, what,
-                                     strerror(errno))
+        return ferror(fp) ? sc_error(SC_ERR_IO, "%s: reading the %s: %s", path, what, strerror(errno))
                           : sc_error(SC_ERR_PARSE, "%s: truncated %s", path, what);
     return SC_OK;
 }
@@ -308,8 +308,7 @@ SC_API int sc_st_read(const char *path, struct sc_st_file **out)
     }
     uint64_t size = (uint64_t)st.st_size;
     if (size < 8) {
-        rc = sc_error(SC_ERR_PARSE, "%s: %llu bytes, too short for a safetensors file", path,
-                      (unsigned long long)size);
+        rc = sc_error(SC_ERR_PARSE, "%s: %llu bytes, too short for a safetensors file", path, (unsigned long long)size);
         goto out;
     }
     if ((rc = read_exact(fp, lenbuf, 8, path, "header length")) != SC_OK)
@@ -318,13 +317,13 @@ SC_API int sc_st_read(const char *path, struct sc_st_file **out)
     for (int i = 7; i >= 0; i--)
         hlen = hlen << 8 | lenbuf[i];
     if (hlen > size - 8) {
-        rc = sc_error(SC_ERR_PARSE, "%s: header length %llu is larger than the file (%llu bytes)",
-                      path, (unsigned long long)hlen, (unsigned long long)size);
+        rc = sc_error(SC_ERR_PARSE, "%s: header length %llu is larger than the file (%llu bytes)", path,
+                      (unsigned long long)hlen, (unsigned long long)size);
         goto out;
     }
     if (hlen > ST_MAX_HEADER) {
-        rc = sc_error(SC_ERR_PARSE, "%s: header length %llu above the %u-byte limit", path,
-                      (unsigned long long)hlen, ST_MAX_HEADER);
+        rc = sc_error(SC_ERR_PARSE, "%s: header length %llu above the %u-byte limit", path, (unsigned long long)hlen,
+                      ST_MAX_HEADER);
         goto out;
     }
     f->data_bytes = (size_t)(size - 8 - hlen);
@@ -339,8 +338,7 @@ SC_API int sc_st_read(const char *path, struct sc_st_file **out)
     if ((rc = parse_header(header, (size_t)hlen, path, f)) != SC_OK)
         goto out;
     if (!(f->data = malloc(f->data_bytes ? f->data_bytes : 1))) {
-        rc = sc_error(SC_ERR_NOMEM, "%s: out of memory for %zu bytes of tensors", path,
-                      f->data_bytes);
+        rc = sc_error(SC_ERR_NOMEM, "%s: out of memory for %zu bytes of tensors", path, f->data_bytes);
         goto out;
     }
     rc = read_exact(fp, f->data, f->data_bytes, path, "data section");
@@ -420,10 +418,9 @@ static int check_outputs(const char *path, const struct sc_st_out *t, int n, siz
             return sc_error(SC_ERR_ARG, "%s: tensor %d has no usable name", path, i);
         int elem = t[i].dtype ? dtype_size(t[i].dtype) : 0;
         if (!elem)
-            return sc_error(SC_ERR_ARG, "%s: tensor '%.100s': unknown dtype '%.16s'", path,
-                            name, t[i].dtype ? t[i].dtype : "(null)");
-        if (t[i].ndim < 0 || t[i].ndim > SC_ST_MAXDIM ||
-            tensor_bytes(t[i].ndim, t[i].shape, elem, &nbytes[i]) != 0)
+            return sc_error(SC_ERR_ARG, "%s: tensor '%.100s': unknown dtype '%.16s'", path, name,
+                            t[i].dtype ? t[i].dtype : "(null)");
+        if (t[i].ndim < 0 || t[i].ndim > SC_ST_MAXDIM || tensor_bytes(t[i].ndim, t[i].shape, elem, &nbytes[i]) != 0)
             return sc_error(SC_ERR_ARG, "%s: tensor '%.100s': bad shape", path, name);
         if (nbytes[i] && !t[i].data)
             return sc_error(SC_ERR_ARG, "%s: tensor '%.100s': no data", path, name);

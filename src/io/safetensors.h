@@ -16,17 +16,17 @@ extern "C" {
 
 struct sc_st_tensor {
     char *name;
-    char dtype[8];          /* "F32", "I64", ... */
+    char dtype[8]; /* "F32", "I64", ... */
     int ndim;
     int64_t shape[SC_ST_MAXDIM];
-    size_t offset;          /* into the data section, bytes */
+    size_t offset; /* into the data section, bytes */
     size_t nbytes;
 };
 
 struct sc_st_file {
     struct sc_st_tensor *tensors;
     int ntensors;
-    uint8_t *data;          /* the whole data section */
+    uint8_t *data; /* the whole data section */
     size_t data_bytes;
 };
 
@@ -39,10 +39,10 @@ void sc_st_free(struct sc_st_file *f);
 
 struct sc_st_out {
     const char *name;
-    const char *dtype;      /* "F32" or "I64" */
+    const char *dtype; /* "F32" or "I64" */
     int ndim;
     int64_t shape[SC_ST_MAXDIM];
-    const void *data;       /* little-endian bytes */
+    const void *data; /* little-endian bytes */
 };
 
 /* Write atomically: a temporary file beside path, fsync, rename.  On any

@@ -52,14 +52,13 @@ int sc_trace_check(const struct sc_trace *t, const char *what)
         if (!memchr(e->name, '\0', sizeof e->name))
             return sc_error(SC_ERR_ARG, "%s: event %zu: name not terminated", what, i);
         if (e->rank < 0 || e->rank >= t->ranks)
-            return sc_error(SC_ERR_ARG, "%s: event %zu (%s): rank %d outside 0..%d", what, i,
-                            e->name, e->rank, t->ranks - 1);
+            return sc_error(SC_ERR_ARG, "%s: event %zu (%s): rank %d outside 0..%d", what, i, e->name, e->rank,
+                            t->ranks - 1);
         if (e->lane != SC_TRACE_LANE_COMM && (e->lane < 0 || e->lane >= t->workers))
-            return sc_error(SC_ERR_ARG, "%s: event %zu (%s): lane %d outside 0..%d", what, i,
-                            e->name, e->lane, t->workers - 1);
+            return sc_error(SC_ERR_ARG, "%s: event %zu (%s): lane %d outside 0..%d", what, i, e->name, e->lane,
+                            t->workers - 1);
         if (!isfinite(e->start) || !isfinite(e->end) || e->end < e->start)
-            return sc_error(SC_ERR_ARG, "%s: event %zu (%s): bad times %g..%g", what, i, e->name,
-                            e->start, e->end);
+            return sc_error(SC_ERR_ARG, "%s: event %zu (%s): bad times %g..%g", what, i, e->name, e->start, e->end);
     }
     return 0;
 }
@@ -71,7 +70,6 @@ double sc_trace_iterations(const struct sc_trace *t)
 }
 
 /* ---- transfers: merged per rank and name, packed into lanes ------------- */
-
 
 static int cmp_by_name(const void *pa, const void *pb)
 {
@@ -122,8 +120,7 @@ int sc_trace_pack_comm(const struct sc_trace *t, struct sc_trace_comm **out, siz
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         struct sc_trace_comm *last = m ? &c[m - 1] : NULL;
-        if (last && last->rank == c[i].rank && strcmp(last->name, c[i].name) == 0 &&
-            c[i].start <= last->end) {
+        if (last && last->rank == c[i].rank && strcmp(last->name, c[i].name) == 0 && c[i].start <= last->end) {
             if (c[i].end > last->end)
                 last->end = c[i].end;
             if (c[i].iteration < last->iteration)
@@ -164,9 +161,7 @@ nomem:
     return sc_error(SC_ERR_NOMEM, "trace: out of memory packing %zu transfers", n);
 }
 
-
 /* ---- JSON writer -------------------------------------------------------- */
-
 
 static void json_str(FILE *f, const char *s)
 {
@@ -196,8 +191,7 @@ static void json_sep(FILE *f, int *first)
 static void json_meta_name(FILE *f, int *first, const char *what, int pid, int tid, const char *name)
 {
     json_sep(f, first);
-    fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", what, pid,
-            tid);
+    fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":", what, pid, tid);
     json_str(f, name);
     fputs("}}", f);
 }
@@ -205,20 +199,22 @@ static void json_meta_name(FILE *f, int *first, const char *what, int pid, int t
 static void json_meta_sort(FILE *f, int *first, const char *what, int pid, int tid, int index)
 {
     json_sep(f, first);
-    fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}",
-            what, pid, tid, index);
+    fprintf(f, "{\"name\":\"%s\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"sort_index\":%d}}", what, pid, tid,
+            index);
 }
 
-static void json_event(FILE *f, int *first, const char *name, int pid, int tid, double start,
-                       double end, int64_t iteration, int transfers)
+static void json_event(FILE *f, int *first, const char *name, int pid, int tid, double start, double end,
+                       int64_t iteration, int transfers)
 {
     json_sep(f, first);
     fputs("{\"name\":", f);
     json_str(f, name);
     fputs(",\"cat\":", f);
     json_str(f, sc_trace_phase(name));
-    fprintf(f, ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
-            "\"args\":{\"iteration\":%" PRId64, pid, tid, start, end - start, iteration);
+    fprintf(f,
+            ",\"ph\":\"X\",\"pid\":%d,\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f,"
+            "\"args\":{\"iteration\":%" PRId64,
+            pid, tid, start, end - start, iteration);
     if (transfers > 0)
         fprintf(f, ",\"transfers\":%d", transfers);
     fputs("}}", f);
@@ -266,12 +262,11 @@ static int json_body(FILE *f, const void *ctx)
     }
     for (size_t i = 0; i < p->nc; i++) {
         const struct sc_trace_comm *c = &p->c[i];
-        json_event(f, &first, c->name, c->rank, COMM_TID + c->lane, c->start, c->end,
-                   c->iteration, c->transfers);
+        json_event(f, &first, c->name, c->rank, COMM_TID + c->lane, c->start, c->end, c->iteration, c->transfers);
     }
-    fprintf(f, "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ranks\":%d,\"workers\":%d,"
-            "\"first_iteration\":%" PRId64 ",\"last_iteration\":%" PRId64
-            ",\"global_batch\":%d,",
+    fprintf(f,
+            "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ranks\":%d,\"workers\":%d,"
+            "\"first_iteration\":%" PRId64 ",\"last_iteration\":%" PRId64 ",\"global_batch\":%d,",
             t->ranks, t->workers, t->first_iteration, t->last_iteration, t->global_batch);
     if (t->cuda_workers)
         fprintf(f, "\"cuda_workers\":%d,", t->cuda_workers);
@@ -374,11 +369,9 @@ static int read_event(const char *path, size_t idx, const struct sc_json_value *
     if (!name || name->type != SC_JSON_STR)
         return jerr(path, ev->pos, "traceEvents[%zu]: \"name\" missing or not a string", idx);
     if (strlen(name->str) >= sizeof out->name)
-        return jerr(path, name->pos, "traceEvents[%zu]: name longer than %zu bytes", idx,
-                    sizeof out->name - 1);
+        return jerr(path, name->pos, "traceEvents[%zu]: name longer than %zu bytes", idx, sizeof out->name - 1);
     if (jint(sc_json_get(ev, "pid"), 0, MAX_RANKS - 1, &pid))
-        return jerr(path, ev->pos, "traceEvents[%zu]: \"pid\" missing or not an integer in 0..%d",
-                    idx, MAX_RANKS - 1);
+        return jerr(path, ev->pos, "traceEvents[%zu]: \"pid\" missing or not an integer in 0..%d", idx, MAX_RANKS - 1);
     if (jint(sc_json_get(ev, "tid"), 0, 2147483647.0, &tid))
         return jerr(path, ev->pos, "traceEvents[%zu]: \"tid\" missing or not an integer >= 0", idx);
     if (!ts || ts->type != SC_JSON_NUM)
@@ -388,8 +381,7 @@ static int read_event(const char *path, size_t idx, const struct sc_json_value *
     if (!isfinite(ts->num + dur->num))
         return jerr(path, ev->pos, "traceEvents[%zu]: end time out of range", idx);
     if (jint(iter, -MAX_EXACT, MAX_EXACT, &it))
-        return jerr(path, ev->pos, "traceEvents[%zu]: \"args\".\"iteration\" missing or not an integer",
-                    idx);
+        return jerr(path, ev->pos, "traceEvents[%zu]: \"args\".\"iteration\" missing or not an integer", idx);
     strcpy(out->name, name->str);
     out->rank = (int)pid;
     out->lane = tid >= COMM_TID ? SC_TRACE_LANE_COMM : (int)tid;
@@ -401,7 +393,10 @@ static int read_event(const char *path, size_t idx, const struct sc_json_value *
 
 static int read_other(const char *path, const struct sc_json_value *od, struct sc_trace *t)
 {
-    static const struct { const char *key; double lo, hi; } keys[] = {
+    static const struct {
+        const char *key;
+        double lo, hi;
+    } keys[] = {
         {"ranks", 1, MAX_RANKS},
         {"workers", 0, COMM_TID},
         {"first_iteration", -MAX_EXACT, MAX_EXACT},
@@ -413,14 +408,13 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
         return jerr(path, od->pos, "\"otherData\" is not an object");
     for (int i = 0; i < 5; i++)
         if (jint(sc_json_get(od, keys[i].key), keys[i].lo, keys[i].hi, &v[i]))
-            return jerr(path, od->pos, "otherData: \"%s\" missing or not an integer in %.0f..%.0f",
-                        keys[i].key, keys[i].lo, keys[i].hi);
+            return jerr(path, od->pos, "otherData: \"%s\" missing or not an integer in %.0f..%.0f", keys[i].key,
+                        keys[i].lo, keys[i].hi);
     const struct sc_json_value *model = sc_json_get(od, "model");
     if (!model || model->type != SC_JSON_STR)
         return jerr(path, od->pos, "otherData: \"model\" missing or not a string");
     if (strlen(model->str) >= sizeof t->model)
-        return jerr(path, model->pos, "otherData: model longer than %zu bytes",
-                    sizeof t->model - 1);
+        return jerr(path, model->pos, "otherData: model longer than %zu bytes", sizeof t->model - 1);
     int64_t cuda_workers = 0;
     const struct sc_json_value *cw = sc_json_get(od, "cuda_workers");
     if (cw && jint(cw, 0, (double)v[1], &cuda_workers))
@@ -480,11 +474,9 @@ static int read_trace(const char *path, const struct sc_json_value *root, struct
         if ((rc = read_event(path, i, ev, e)))
             return rc;
         if (od && e->rank >= t->ranks)
-            return jerr(path, ev->pos, "traceEvents[%zu]: pid %d but otherData has %d ranks", i,
-                        e->rank, t->ranks);
+            return jerr(path, ev->pos, "traceEvents[%zu]: pid %d but otherData has %d ranks", i, e->rank, t->ranks);
         if (od && e->lane >= t->workers)
-            return jerr(path, ev->pos, "traceEvents[%zu]: tid %d but otherData has %d workers", i,
-                        e->lane, t->workers);
+            return jerr(path, ev->pos, "traceEvents[%zu]: tid %d but otherData has %d workers", i, e->lane, t->workers);
         if (!od) {
             if (e->rank > maxpid)
                 maxpid = e->rank;

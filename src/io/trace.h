@@ -13,11 +13,11 @@
 #define SC_TRACE_LANE_COMM (-1)
 
 struct sc_trace_event {
-    char name[64];       /* "<layer or collective>.<phase>", e.g. "conv2.bwd_filter", "conv2.grad_allreduce" */
+    char name[64]; /* "<layer or collective>.<phase>", e.g. "conv2.bwd_filter", "conv2.grad_allreduce" */
     int rank;
-    int lane;            /* CPU worker index on that rank (0..workers-1), or SC_TRACE_LANE_COMM */
-    int64_t iteration;   /* the training iteration the event belongs to */
-    double start, end;   /* microseconds from the trace origin, common to all ranks; end >= start */
+    int lane;          /* CPU worker index on that rank (0..workers-1), or SC_TRACE_LANE_COMM */
+    int64_t iteration; /* the training iteration the event belongs to */
+    double start, end; /* microseconds from the trace origin, common to all ranks; end >= start */
 };
 
 #define SC_TRACE_PLACEMENT_LEN 512
@@ -26,13 +26,13 @@ struct sc_trace {
     struct sc_trace_event *ev;
     size_t n;
     int ranks;
-    int workers;                          /* worker lanes per rank */
+    int workers; /* worker lanes per rank */
     /* Of those, the last cuda_workers are CUDA workers' lanes ("cuda 0",
      * ...), the others CPU workers' ("cpu 0", ...); 0 in CPU-only runs. */
     int cuda_workers;
-    int64_t first_iteration, last_iteration;  /* the traced range, inclusive */
-    int global_batch;                     /* images per iteration */
-    char model[256];                      /* free text, e.g. the model path; may be empty */
+    int64_t first_iteration, last_iteration; /* the traced range, inclusive */
+    int global_batch;                        /* images per iteration */
+    char model[256];                         /* free text, e.g. the model path; may be empty */
     /* Where each rank's workers ran, e.g. "2 CPU workers on cores 0-1
      * (...)": ranks entries, or NULL (traces written before it existed). */
     char (*placement)[SC_TRACE_PLACEMENT_LEN];
@@ -70,12 +70,11 @@ struct sc_trace_comm {
     int lane;          /* k: tid 1000 + k, "comm", "comm 2", ... */
     int64_t iteration; /* the smallest of the merged transfers */
     double start, end;
-    int transfers;     /* how many transfers were merged into this one */
+    int transfers; /* how many transfers were merged into this one */
 };
 /* *out: the merged transfers (*nout), lanes[r]: the transfer lanes of rank
  * r; both malloc'ed, the caller frees them. */
-int sc_trace_pack_comm(const struct sc_trace *t, struct sc_trace_comm **out, size_t *nout,
-                       int **lanes_out);
+int sc_trace_pack_comm(const struct sc_trace *t, struct sc_trace_comm **out, size_t *nout, int **lanes_out);
 /* A trace with its transfers packed, as the writers draw it. */
 struct sc_trace_packed {
     const struct sc_trace *t;

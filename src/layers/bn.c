@@ -33,12 +33,13 @@ static int bn_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_
     l->priv = p;
     const char *mode;
     int err;
-    if ((err = sc_layer_parse_activation(cfg, s, &p->relu)) ||
-        (err = sc_cfg_get_str(cfg, s, "stats", "sample", &mode)))
+    if ((err = sc_layer_parse_activation(cfg, s, &p->relu)) || (err = sc_cfg_get_str(cfg, s, "stats", "sample", &mode)))
         return err;
     if (strcmp(mode, "sample") && strcmp(mode, "local"))
-        return sc_error(SC_ERR_PARSE, "%s:%d: stats=%s in [batchnorm]: sample (over every block of the samples) "
-                        "or local (this rank's block)", cfg->path, s->line, mode);
+        return sc_error(SC_ERR_PARSE,
+                        "%s:%d: stats=%s in [batchnorm]: sample (over every block of the samples) "
+                        "or local (this rank's block)",
+                        cfg->path, s->line, mode);
     p->sample_stats = !strcmp(mode, "sample");
     l->torch_modules = p->relu ? 2 : 1;
     return 0;
@@ -114,8 +115,8 @@ static long pixels(const struct sc_layer *l, const struct sc_tile_io *io)
 static struct sc_bn_args bn_args(const struct sc_layer *l, const struct sc_tile_io *io)
 {
     const struct bn_state *p = l->priv;
-    return (struct sc_bn_args){.n = io->n, .c = l->in.c, .hw = (int)pixels(l, io), .eps = 1e-5f,
-                               .momentum = 0.1f, .relu = p->relu};
+    return (struct sc_bn_args){
+        .n = io->n, .c = l->in.c, .hw = (int)pixels(l, io), .eps = 1e-5f, .momentum = 0.1f, .relu = p->relu};
 }
 
 /* Elements per channel the statistics span: the rank's samples times the
@@ -130,8 +131,7 @@ static double stats_count(const struct sc_layer *l, const struct sc_tile_io *io,
 }
 
 /* stats[0] = the sum over the tiles (and the sample's ranks) of stats[t] */
-static int reduce(const struct sc_layer *l, const struct sc_tile_io *io, int ntiles, starpu_data_handle_t *h,
-                  int which)
+static int reduce(const struct sc_layer *l, const struct sc_tile_io *io, int ntiles, starpu_data_handle_t *h, int which)
 {
     const struct bn_state *p = l->priv;
     int err;

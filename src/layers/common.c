@@ -33,8 +33,8 @@ int sc_layer_parse_activation(const struct sc_cfg *cfg, struct sc_cfg_section *s
     else if (!strcmp(act, "linear"))
         *relu = 0;
     else
-        return sc_error(SC_ERR_PARSE, "%s:%d: unknown activation '%s' in [%s] (relu or linear)", cfg->path,
-                        s->line, act, s->name);
+        return sc_error(SC_ERR_PARSE, "%s:%d: unknown activation '%s' in [%s] (relu or linear)", cfg->path, s->line,
+                        act, s->name);
     return 0;
 }
 

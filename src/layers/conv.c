@@ -59,13 +59,14 @@ static int conv_shapes(struct sc_layer *l, int max_n)
     int oh = (l->in.h + 2 * p->pad - p->size) / p->stride + 1;
     int ow = (l->in.w + 2 * p->pad - p->size) / p->stride + 1;
     if (l->in.h + 2 * p->pad < p->size || l->in.w + 2 * p->pad < p->size)
-        return sc_error(SC_ERR_SHAPE, "[convolutional] kernel %d does not fit input %dx%d with pad %d", p->size, l->in.h, l->in.w, p->pad);
+        return sc_error(SC_ERR_SHAPE, "[convolutional] kernel %d does not fit input %dx%d with pad %d", p->size,
+                        l->in.h, l->in.w, p->pad);
     /* filters * size^2 < 2^36, so only the product with the channels can
      * overflow; the bound is the one [connected] has. */
     uint64_t per_channel = (uint64_t)p->filters * p->size * p->size;
     if (per_channel > ((uint64_t)1 << 31) / (uint64_t)l->in.c)
-        return sc_error(SC_ERR_SHAPE, "[convolutional] %d x %d x %d x %d weights are too many", p->filters,
-                        l->in.c, p->size, p->size);
+        return sc_error(SC_ERR_SHAPE, "[convolutional] %d x %d x %d x %d weights are too many", p->filters, l->in.c,
+                        p->size, p->size);
     l->out = (struct sc_shape){p->filters, oh, ow};
     size_t nw = (size_t)p->filters * l->in.c * p->size * p->size;
     l->nparams = nw + (p->bias ? p->filters : 0);

@@ -35,8 +35,10 @@ static int parse_index(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_c
         return sc_error(SC_ERR_PARSE, "%s:%d: [%s] needs '%s' (e.g. %s=-3)", cfg->path, s->line, s->name, key, key);
     int abs = v < 0 ? l->index + v : v;
     if (abs < 0 || abs >= l->index)
-        return sc_error(SC_ERR_PARSE, "%s:%d: %s=%d in [%s] (layer %d) must name an earlier layer (%d..-1 or "
-                        "0..%d)", cfg->path, s->line, key, v, s->name, l->index, -l->index, l->index - 1);
+        return sc_error(SC_ERR_PARSE,
+                        "%s:%d: %s=%d in [%s] (layer %d) must name an earlier layer (%d..-1 or "
+                        "0..%d)",
+                        cfg->path, s->line, key, v, s->name, l->index, -l->index, l->index - 1);
     *out = abs;
     return 0;
 }
@@ -82,9 +84,10 @@ static int shortcut_shapes(struct sc_layer *l, int max_n)
     struct graph_layer *p = l->priv;
     (void)max_n;
     if (l->in.c != l->in2.c || l->in.h != l->in2.h || l->in.w != l->in2.w)
-        return sc_error(SC_ERR_SHAPE, "[shortcut] adds %dx%dx%d to %dx%dx%d: the shapes must be equal (project "
-                        "with a 1x1 [convolutional] after a [route])", l->in2.c, l->in2.h, l->in2.w, l->in.c,
-                        l->in.h, l->in.w);
+        return sc_error(SC_ERR_SHAPE,
+                        "[shortcut] adds %dx%dx%d to %dx%dx%d: the shapes must be equal (project "
+                        "with a 1x1 [convolutional] after a [route])",
+                        l->in2.c, l->in2.h, l->in2.w, l->in.c, l->in.h, l->in.w);
     l->out = l->in;
     l->dx_is_dy = 1;
     l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */

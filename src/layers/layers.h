@@ -24,28 +24,28 @@ static inline size_t sc_shape_size(const struct sc_shape *s)
 
 /* A parameter tensor as PyTorch names and lays it out. */
 struct sc_param_tensor {
-    const char *suffix;    /* "weight" or "bias" */
+    const char *suffix; /* "weight" or "bias" */
     int ndim;
     int64_t shape[4];
-    size_t offset, count;  /* within the layer's parameter vector */
+    size_t offset, count; /* within the layer's parameter vector */
 };
 
 /* The handles one layer sees for one tile. */
 struct sc_tile_io {
-    int n;                                 /* samples in this tile */
-    starpu_data_handle_t x, y;             /* input, output */
-    starpu_data_handle_t x2;               /* the second input ([shortcut]), else NULL */
-    starpu_data_handle_t dx, dy;           /* their gradients; dx NULL for the first layer */
-    starpu_data_handle_t scratch;          /* per-tile scratch (layer's scratch_bytes), or NULL */
-    starpu_data_handle_t params, dparams;  /* dparams: this tile's own partial gradient; NULL in
-                                            * backward: skip it (see param_grad) */
-    starpu_data_handle_t labels, stats;    /* used by the loss layer */
-    float loss_scale;                      /* 1 / global batch */
-    int train;                             /* 0: forward for evaluation only */
-    const struct sc_task_opts *task;       /* how the tile's tasks are submitted */
-    const struct sc_task_opts *grad_task;  /* the parameter gradient's tasks: off the critical path of
-                                            * backprop, at a priority of their own */
-    const struct sc_tile_split *split;     /* NULL: the tile holds whole samples */
+    int n;                                /* samples in this tile */
+    starpu_data_handle_t x, y;            /* input, output */
+    starpu_data_handle_t x2;              /* the second input ([shortcut]), else NULL */
+    starpu_data_handle_t dx, dy;          /* their gradients; dx NULL for the first layer */
+    starpu_data_handle_t scratch;         /* per-tile scratch (layer's scratch_bytes), or NULL */
+    starpu_data_handle_t params, dparams; /* dparams: this tile's own partial gradient; NULL in
+                                           * backward: skip it (see param_grad) */
+    starpu_data_handle_t labels, stats;   /* used by the loss layer */
+    float loss_scale;                     /* 1 / global batch */
+    int train;                            /* 0: forward for evaluation only */
+    const struct sc_task_opts *task;      /* how the tile's tasks are submitted */
+    const struct sc_task_opts *grad_task; /* the parameter gradient's tasks: off the critical path of
+                                           * backprop, at a priority of their own */
+    const struct sc_tile_split *split;    /* NULL: the tile holds whole samples */
     /* The sums of a vector of doubles over the ranks that hold other
      * blocks of the same samples (sc_group_sum_submit; the layer's plans 0
      * and 1, of group_sum_len doubles); NULL when this rank holds whole
@@ -62,8 +62,8 @@ struct sc_tile_io {
  * sample's input and output, and the other blocks a kernel window reaches
  * arrive as halo pieces (sc_fetch_sources lists them). */
 struct sc_tile_split {
-    int tile, s0;                    /* the tile's index and its first sample's global index */
-    struct sc_box in_box, out_box;   /* this rank's blocks */
+    int tile, s0;                  /* the tile's index and its first sample's global index */
+    struct sc_box in_box, out_box; /* this rank's blocks */
     /* The fetches that bring the halos of x and dy (NULL: the tile's own
      * block is all a window reaches, as for pointwise layers), over this
      * rank's tiles of x and dy. */
@@ -85,8 +85,8 @@ struct sc_layer_work {
 };
 
 struct sc_layer_ops {
-    const char *section;     /* cfg section name */
-    const char *prefix;      /* layer names are prefix + number, e.g. conv2 */
+    const char *section; /* cfg section name */
+    const char *prefix;  /* layer names are prefix + number, e.g. conv2 */
     /* Read the section's keys into the layer's own params. */
     int (*parse)(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s);
     /* Given l->in, set l->out, l->nparams, l->tensors, l->scratch_bytes (for max_n samples). */
@@ -138,15 +138,15 @@ struct sc_layer_ops {
 
 struct sc_layer {
     const struct sc_layer_ops *ops;
-    void *priv;                  /* the type's params struct */
-    int index;                   /* position in the cfg, from 0 */
-    int torch_index;             /* index of its first module in PyTorch's nn.Sequential */
-    int torch_modules;           /* modules it stands for (conv + ReLU = 2) */
-    int flattens;                /* reads its input as one vector per sample (PyTorch: an
-                                  * nn.Flatten before the first such layer, and only such
-                                  * layers and the loss after it) */
-    int line;                    /* cfg line of its section */
-    char name[32];               /* e.g. "conv2", for traces */
+    void *priv;        /* the type's params struct */
+    int index;         /* position in the cfg, from 0 */
+    int torch_index;   /* index of its first module in PyTorch's nn.Sequential */
+    int torch_modules; /* modules it stands for (conv + ReLU = 2) */
+    int flattens;      /* reads its input as one vector per sample (PyTorch: an
+                        * nn.Flatten before the first such layer, and only such
+                        * layers and the loss after it) */
+    int line;          /* cfg line of its section */
+    char name[32];     /* e.g. "conv2", for traces */
     struct sc_shape in, out;
     size_t nparams;
     struct sc_param_tensor tensors[2];
@@ -160,27 +160,27 @@ struct sc_layer {
      * reads (max pooling). */
     int whole_sample, bwd_reads_x;
     struct sc_window win_r, win_c;
-    char parallel[32];           /* the cfg's parallel= ("" : the command line's) */
-    size_t group_sum_len;        /* > 0: the layer sums vectors of this many doubles over
-                                  * the ranks of its samples (two plans: 0 and 1) */
+    char parallel[32];    /* the cfg's parallel= ("" : the command line's) */
+    size_t group_sum_len; /* > 0: the layer sums vectors of this many doubles over
+                           * the ranks of its samples (two plans: 0 and 1) */
     /* Inputs: the layers whose outputs this one reads (src[0]: x, src[1]:
      * x2), -1 for the network's input.  Set by the network (src[0] the
      * previous layer) unless parse sets them; in2: src[1]'s shape. */
     int src[2], nsrc;
     struct sc_shape in2;
-    int alias;                   /* [route]: no tasks; readers of it read src[0] */
+    int alias; /* [route]: no tasks; readers of it read src[0] */
     /* State that is not trained but saved (BN's running statistics): the
      * tensors within the float vector of nbuffer_values values that
      * ops->buffer_handle gives. */
     struct sc_param_tensor buffers[2];
     int nbuffers;
     size_t nbuffer_values;
-    int dx_is_dy;                /* the gradient of every input is dy itself ([shortcut]) */
-    int mixes_channels;          /* every output channel reads every input channel (convolution):
-                                  * the grid's C splits the input channels, F the output ones;
-                                  * for the other layers both split the channels alike */
-    int post_relu;               /* a partial share (split_channels): the ReLU the network applies
-                                  * after summing the partial outputs */
+    int dx_is_dy;       /* the gradient of every input is dy itself ([shortcut]) */
+    int mixes_channels; /* every output channel reads every input channel (convolution):
+                         * the grid's C splits the input channels, F the output ones;
+                         * for the other layers both split the channels alike */
+    int post_relu;      /* a partial share (split_channels): the ReLU the network applies
+                         * after summing the partial outputs */
 };
 
 extern const struct sc_layer_ops sc_layer_conv_ops;

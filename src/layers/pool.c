@@ -24,8 +24,8 @@ static int pool_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cf
         (err = sc_cfg_get_int(cfg, s, "pad", 0, 0, 1024, &p->pad)))
         return err;
     if (2 * p->pad > p->size)
-        return sc_error(SC_ERR_PARSE, "%s:%d: pad %d is more than half the pooling size %d", cfg->path,
-                        s->line, p->pad, p->size);
+        return sc_error(SC_ERR_PARSE, "%s:%d: pad %d is more than half the pooling size %d", cfg->path, s->line, p->pad,
+                        p->size);
     l->torch_modules = 1;
     return 0;
 }
@@ -44,9 +44,20 @@ static struct sc_pool_args pool_args(const struct sc_layer *l, int n)
 {
     const struct pool *p = l->priv;
     return (struct sc_pool_args){
-        .n = n, .c = l->in.c, .h = l->in.h, .w = l->in.w,
-        .kh = p->size, .kw = p->size, .sh = p->stride, .sw = p->stride, .ph = p->pad, .pw = p->pad,
-        .oh = l->out.h, .ow = l->out.w, .max = p->max, .include_pad = 1,
+        .n = n,
+        .c = l->in.c,
+        .h = l->in.h,
+        .w = l->in.w,
+        .kh = p->size,
+        .kw = p->size,
+        .sh = p->stride,
+        .sw = p->stride,
+        .ph = p->pad,
+        .pw = p->pad,
+        .oh = l->out.h,
+        .ow = l->out.w,
+        .max = p->max,
+        .include_pad = 1,
     };
 }
 
@@ -54,7 +65,8 @@ static int pool_shapes(struct sc_layer *l, int max_n)
 {
     struct pool *p = l->priv;
     if (l->in.h + 2 * p->pad < p->size || l->in.w + 2 * p->pad < p->size)
-        return sc_error(SC_ERR_SHAPE, "[%s] size %d does not fit input %dx%d", p->max ? "maxpool" : "avgpool", p->size, l->in.h, l->in.w);
+        return sc_error(SC_ERR_SHAPE, "[%s] size %d does not fit input %dx%d", p->max ? "maxpool" : "avgpool", p->size,
+                        l->in.h, l->in.w);
     l->out = (struct sc_shape){l->in.c, (l->in.h + 2 * p->pad - p->size) / p->stride + 1,
                                (l->in.w + 2 * p->pad - p->size) / p->stride + 1};
     struct sc_pool_args a = pool_args(l, max_n);

@@ -41,7 +41,8 @@ static int softmax_forward(struct sc_layer *l, const struct sc_tile_io *io)
     struct softmax *p = l->priv;
     if (p->per_pixel) {
         int hw = l->in.h * l->in.w;
-        struct sc_pixel_xent_args a = {.n = io->n, .classes = l->in.c,
+        struct sc_pixel_xent_args a = {.n = io->n,
+                                       .classes = l->in.c,
                                        .hw = io->split ? (int)sc_box_area(io->split->in_box) : hw,
                                        .scale = io->loss_scale / (float)hw};
         if (!io->train)

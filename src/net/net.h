@@ -10,35 +10,35 @@
 #include "src/data/dataset.h"
 #include "codelets/codelets.h"
 
-struct sc_net_dist;  /* this rank's share: tiles, handles, collective plans */
+struct sc_net_dist; /* this rank's share: tiles, handles, collective plans */
 
 /* How gradients travel between the ranks (--grad-comm, --fc-replicate).
  * Every choice gives the same weights, up to float summation order. */
 enum sc_grad_comm {
-    SC_GRAD_LAYER,   /* one collective per layer, right after its gradient */
-    SC_GRAD_CHUNKS,  /* Lee et al.: the last K layers with parameters, then the rest */
-    SC_GRAD_BUCKET,  /* buckets of at least MB filled in backward order (PyTorch DDP) */
-    SC_GRAD_END,     /* one collective after the whole backward pass */
+    SC_GRAD_LAYER,  /* one collective per layer, right after its gradient */
+    SC_GRAD_CHUNKS, /* Lee et al.: the last K layers with parameters, then the rest */
+    SC_GRAD_BUCKET, /* buckets of at least MB filled in backward order (PyTorch DDP) */
+    SC_GRAD_END,    /* one collective after the whole backward pass */
 };
 struct sc_comm_opts {
     enum sc_grad_comm grad_comm;
-    int chunk_layers;      /* K of chunks:K */
-    double bucket_mb;      /* MB of bucket:MB */
-    int fc_replicate;      /* Lee et al.: the first F [connected] layers gather their
-                            * inputs and errors and compute the whole gradient */
-    int priorities;        /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
-    int window;            /* segments of a large collective in flight at once (0: all) */
-    int segment_kb;        /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
-                            * sized to the link by sc_net_setup (sc_link_segment_kb) */
-    int direct_kb;         /* vectors up to this many KiB: one MPI nonblocking collective
-                            * in a task (sc_ring_opts: 0 default, -1 none) */
-    const char *parallel;  /* --parallel: the grid of every layer without parallel= in
-                            * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
-    int nccl;              /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
-                            * allreduces in CUDA tasks (tasks/nccl.c) */
-    int gate_updates;      /* 1 (--nonfinite skip): no update of a batch starts before all
-                            * its gradients are reduced and found finite on every rank, so
-                            * that a batch is skipped whole or not at all */
+    int chunk_layers;     /* K of chunks:K */
+    double bucket_mb;     /* MB of bucket:MB */
+    int fc_replicate;     /* Lee et al.: the first F [connected] layers gather their
+                           * inputs and errors and compute the whole gradient */
+    int priorities;       /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
+    int window;           /* segments of a large collective in flight at once (0: all) */
+    int segment_kb;       /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
+                           * sized to the link by sc_net_setup (sc_link_segment_kb) */
+    int direct_kb;        /* vectors up to this many KiB: one MPI nonblocking collective
+                           * in a task (sc_ring_opts: 0 default, -1 none) */
+    const char *parallel; /* --parallel: the grid of every layer without parallel= in
+                           * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
+    int nccl;             /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
+                           * allreduces in CUDA tasks (tasks/nccl.c) */
+    int gate_updates;     /* 1 (--nonfinite skip): no update of a batch starts before all
+                           * its gradients are reduced and found finite on every rank, so
+                           * that a batch is skipped whole or not at all */
 };
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */
@@ -49,8 +49,8 @@ struct sc_net {
     int classes;
     struct sc_layer *layers;
     int nlayers;
-    int64_t iteration;           /* optimizer steps taken */
-    struct sc_net_dist *dist;    /* NULL until sc_net_setup */
+    int64_t iteration;        /* optimizer steps taken */
+    struct sc_net_dist *dist; /* NULL until sc_net_setup */
 };
 
 /* Parse a .cfg and check that the shapes fit (no StarPU needed).  Errors name

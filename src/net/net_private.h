@@ -56,9 +56,9 @@ struct layer_replica {
  * between ranks for it. */
 struct layer_exchanges {
     struct sc_layout lin, lout;
-    struct sc_box in_box, out_box; /* this rank's blocks */
+    struct sc_box in_box, out_box;        /* this rank's blocks */
     int in_ch0, in_nch, out_ch0, out_nch; /* and channels */
-    struct sc_tile_split *split;   /* per tile; NULL: whole samples */
+    struct sc_tile_split *split;          /* per tile; NULL: whole samples */
     /* input in another layout than the previous layer's output: its copy
      * in this layer's layout, the gradient too, and the two fetches */
     struct sc_tensor xin, dxin;
@@ -114,7 +114,7 @@ struct sc_net_dist {
     int spatial;     /* some layer is not split like the batch over all ranks */
     int loss_pixels; /* per-pixel loss: pixels per sample; else 1 */
     int global_batch, local_batch, ntiles, tile_max;
-    int *tile_n; /* samples per tile for a full batch */
+    int *tile_n;             /* samples per tile for a full batch */
     struct sc_tensor x0;     /* the input, in the first layer's input layout */
     struct sc_tensor labels; /* per tile: the loss's int32 labels */
     /* per tile: 2 floats (loss and correct predictions), of the last batch

@@ -191,9 +191,15 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
     float v_mem = 0, v_timeout = 0;
     int err = 0;
     switch (c) {
-    case 'm': o->model = arg; break;
-    case 'd': o->data = arg; break;
-    case 'o': o->save = arg; break;
+    case 'm':
+        o->model = arg;
+        break;
+    case 'd':
+        o->data = arg;
+        break;
+    case 'o':
+        o->save = arg;
+        break;
     case 'r':
     case 'U':
         if (o->load)
@@ -213,21 +219,29 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         else
             err = sc_error(SC_ERR_ARG, "--collectives: '%s' is neither tasks nor nccl", arg);
         break;
-    case 'W': err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout; break;
-    case 1005: err = sc_cli_positive(name, arg, "GFLOP/s", &o->peak_gflops); break;
+    case 'W':
+        err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout;
+        break;
+    case 1005:
+        err = sc_cli_positive(name, arg, "GFLOP/s", &o->peak_gflops);
+        break;
     case 1004:
         if (!strcmp(arg, "keep") || !strcmp(arg, "flush"))
             o->denormals = !strcmp(arg, "flush") ? SC_DENORMALS_FLUSH : SC_DENORMALS_KEEP;
         else
             err = sc_error(SC_ERR_ARG, "--denormals: '%s' is neither keep nor flush", arg);
         break;
-    case 'E': err = sc_cli_long(name, arg, 1, LONG_MAX / 2, &o->save_every); break;
-    case 'j': o->metrics = arg; break;
+    case 'E':
+        err = sc_cli_long(name, arg, 1, LONG_MAX / 2, &o->save_every);
+        break;
+    case 'j':
+        o->metrics = arg;
+        break;
     case 'p':
         o->sched = arg;
         if (!sc_runtime_policy_valid(arg))
-            err = sc_error(SC_ERR_ARG, "--sched: unknown scheduling policy '%s' (valid: %s)", arg,
-                           sc_runtime_policies());
+            err =
+                sc_error(SC_ERR_ARG, "--sched: unknown scheduling policy '%s' (valid: %s)", arg, sc_runtime_policies());
         break;
     case 'g':
         err = sc_comm_opts_parse_grad(arg, &o->comm), o->grad_comm_given = 1;
@@ -235,8 +249,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
     case 1003:
         o->calibration = arg;
         break;
-    case 'F': err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v; break;
-    case 'P': err = sc_cli_onoff(name, arg, &o->comm.priorities); break;
+    case 'F':
+        err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.fc_replicate = (int)v;
+        break;
+    case 'P':
+        err = sc_cli_onoff(name, arg, &o->comm.priorities);
+        break;
     case 'K':
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.window = (int)v;
         break;
@@ -244,36 +262,71 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         if (!strcmp(arg, "auto"))
             o->comm.segment_kb = 0;
         else if ((err = sc_cli_long(name, arg, 4, 1 << 20, &v)))
-            err =
-                sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", name, arg, 1 << 20);
+            err = sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", name, arg, 1 << 20);
         else
             o->comm.segment_kb = (int)v;
         break;
     case 1002:
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;
         break;
-    case 'T': o->trace = arg; break;
-    case 'G': o->comm.parallel = arg; break;
-    case 'Y': o->report_memory = 1; break;
+    case 'T':
+        o->trace = arg;
+        break;
+    case 'G':
+        o->comm.parallel = arg;
+        break;
+    case 'Y':
+        o->report_memory = 1;
+        break;
     case 1001:
         o->report_comm = 1;
         break;
-    case 'Z': err = sc_cli_float(name, arg, 1, &v_mem), o->mem_limit = v_mem; break;
-    case 'I': err = sc_cli_range(name, arg, &o->trace_first, &o->trace_last); break;
-    case 'R': o->report = 1; break;
-    case 'Q': return 2;
-    case 'e': err = sc_cli_long(name, arg, 1, 1000000, &v), o->epochs = (int)v; break;
-    case 'i': err = sc_cli_long(name, arg, 0, LONG_MAX / 2, &v), o->iters = v; break;
-    case 'b': err = sc_cli_long(name, arg, 1, 1 << 20, &v), o->batch = (int)v; break;
-    case 's': err = sc_cli_long(name, arg, 0, LONG_MAX, &v), o->seed = (uint64_t)v; break;
-    case 'L': err = sc_cli_long(name, arg, 1, 1 << 30, &v), o->log_every = (int)v; break;
-    case 'l': err = sc_cli_float(name, arg, 0, &o->lr); break;
-    case 'M': err = sc_cli_float(name, arg, 0, &o->momentum); break;
-    case 'w': err = sc_cli_float(name, arg, 0, &o->weight_decay); break;
-    case 'S': err = sc_cli_onoff(name, arg, &o->shuffle); break;
-    case 't': err = sc_cli_onoff(name, arg, &o->test); break;
-    case 'h': return 1;
-    default: err = sc_error(SC_ERR_ARG, "unknown option '--%s' (see --help)", name); break;
+    case 'Z':
+        err = sc_cli_float(name, arg, 1, &v_mem), o->mem_limit = v_mem;
+        break;
+    case 'I':
+        err = sc_cli_range(name, arg, &o->trace_first, &o->trace_last);
+        break;
+    case 'R':
+        o->report = 1;
+        break;
+    case 'Q':
+        return 2;
+    case 'e':
+        err = sc_cli_long(name, arg, 1, 1000000, &v), o->epochs = (int)v;
+        break;
+    case 'i':
+        err = sc_cli_long(name, arg, 0, LONG_MAX / 2, &v), o->iters = v;
+        break;
+    case 'b':
+        err = sc_cli_long(name, arg, 1, 1 << 20, &v), o->batch = (int)v;
+        break;
+    case 's':
+        err = sc_cli_long(name, arg, 0, LONG_MAX, &v), o->seed = (uint64_t)v;
+        break;
+    case 'L':
+        err = sc_cli_long(name, arg, 1, 1 << 30, &v), o->log_every = (int)v;
+        break;
+    case 'l':
+        err = sc_cli_float(name, arg, 0, &o->lr);
+        break;
+    case 'M':
+        err = sc_cli_float(name, arg, 0, &o->momentum);
+        break;
+    case 'w':
+        err = sc_cli_float(name, arg, 0, &o->weight_decay);
+        break;
+    case 'S':
+        err = sc_cli_onoff(name, arg, &o->shuffle);
+        break;
+    case 't':
+        err = sc_cli_onoff(name, arg, &o->test);
+        break;
+    case 'h':
+        return 1;
+    default:
+        err = sc_error(SC_ERR_ARG, "unknown option '--%s' (see --help)", name);
+        break;
     }
     return err;
 }
@@ -335,8 +388,8 @@ static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *
         if (all[3 * r] + all[3 * r + 1] + all[3 * r + 2] > all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2])
             worst = r;
     if (o->report_memory && rt->rank == 0) {
-        printf("memory per rank (bytes)\n%4s %14s %14s %14s %14s\n", "rank", "activations", "parameters",
-               "workspaces", "total");
+        printf("memory per rank (bytes)\n%4s %14s %14s %14s %14s\n", "rank", "activations", "parameters", "workspaces",
+               "total");
         for (int r = 0; r < rt->size; r++)
             printf("%4d %14.0f %14.0f %14.0f %14.0f\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],
                    all[3 * r] + all[3 * r + 1] + all[3 * r + 2]);
@@ -345,10 +398,11 @@ static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *
     double total = all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2];
     int err = 0;
     if (o->mem_limit > 0 && total > o->mem_limit)
-        err = sc_error(SC_ERR_ARG, "rank %d needs %.0f bytes (activations %.0f, parameters %.0f, workspaces "
+        err = sc_error(SC_ERR_ARG,
+                       "rank %d needs %.0f bytes (activations %.0f, parameters %.0f, workspaces "
                        "%.0f), over --mem-limit %.0f: split the samples over more ranks (--parallel h2w2) or "
-                       "use a smaller batch", worst, total, all[3 * worst], all[3 * worst + 1], all[3 * worst + 2],
-                       o->mem_limit);
+                       "use a smaller batch",
+                       worst, total, all[3 * worst], all[3 * worst + 1], all[3 * worst + 2], o->mem_limit);
     free(all);
     return err;
 }
@@ -356,14 +410,13 @@ static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *
 static int check_data(const struct sc_net *net, const struct sc_dataset *ds, const char *dir)
 {
     if (ds->c != net->input.c || ds->h != net->input.h || ds->w != net->input.w)
-        return sc_error(SC_ERR_SHAPE, "%s: samples are %dx%dx%d but the model's input is %dx%dx%d", dir, ds->c,
-                        ds->h, ds->w, net->input.c, net->input.h, net->input.w);
+        return sc_error(SC_ERR_SHAPE, "%s: samples are %dx%dx%d but the model's input is %dx%dx%d", dir, ds->c, ds->h,
+                        ds->w, net->input.c, net->input.h, net->input.w);
     if (!net->layers[net->nlayers - 1].whole_sample && ds->synthetic != 1 + SC_SYNTH_MESH)
         return sc_error(SC_ERR_ARG, "%s: a per-pixel [softmax] needs per-pixel labels (--data synthetic-mesh:SIZE)",
                         dir);
     if (ds->classes != net->classes)
-        return sc_error(SC_ERR_SHAPE, "%s: %d classes but the model has classes=%d", dir, ds->classes,
-                        net->classes);
+        return sc_error(SC_ERR_SHAPE, "%s: %d classes but the model has classes=%d", dir, ds->classes, net->classes);
     return 0;
 }
 
@@ -397,8 +450,7 @@ int main(int argc, char **argv)
         return fail(SC_EXIT_BAD_INPUT, sc_last_error());
     if (!on_disk)
         sc_dataset_synthetic(o.data, 1, &test);
-    if ((err = sc_net_parse(o.model, &net)) ||
-        (on_disk && (err = sc_dataset_load_idx(o.data, "train", &train))) ||
+    if ((err = sc_net_parse(o.model, &net)) || (on_disk && (err = sc_dataset_load_idx(o.data, "train", &train))) ||
         (err = check_data(net, &train, o.data)) || (on_disk && (err = sc_dataset_load_idx(o.data, "t10k", &test))) ||
         (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
         (o.resume && (err = sc_train_check_resume(&o, &train, ck))) ||
@@ -429,14 +481,17 @@ int main(int argc, char **argv)
         status = err == SC_ERR_ARG || err == SC_ERR_PARSE || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT : 1;
     } else {
         if (rt.rank == 0)
-            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s",
-                   o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net));
+            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s", o.model,
+                   net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net));
         err = check_memory(&o, &rt, net);
         if (!err && ck)
             err = sc_checkpoint_apply(net, ck);
         if (!err)
             err = sc_train_run(&o, &rt, net, &train, &test);
-        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT : err == SC_ERR_NONFINITE ? 3 : 1) : 0;
+        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT
+                        : err == SC_ERR_NONFINITE             ? 3
+                                                              : 1)
+                     : 0;
     }
     if (err && rt.rank == 0)
         fprintf(stderr, "starconv-train: %s\n", sc_last_error());

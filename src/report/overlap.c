@@ -148,7 +148,7 @@ static const struct {
     const char *head;
     int width, prec;
 } cols[NCOL] = {
-    {"compute_ms", 10, 3}, {"work_ms", 10, 3}, {"comm_ms", 10, 3}, {"exposed_ms", 10, 3},
+    {"compute_ms", 10, 3}, {"work_ms", 10, 3}, {"comm_ms", 10, 3},  {"exposed_ms", 10, 3},
     {"overlap", 7, 3},     {"idle_ms", 10, 3}, {"images/s", 10, 1},
 };
 
@@ -177,10 +177,10 @@ static void print_row(FILE *f, const char *label, const double v[NCOL])
 
 void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o, FILE *f)
 {
-    fprintf(f, "overlap report: %s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
+    fprintf(f,
+            "overlap report: %s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
             ", times in ms per iteration\n",
-            t->model, t->model[0] ? ", " : "", t->ranks, t->workers, t->first_iteration,
-            t->last_iteration);
+            t->model, t->model[0] ? ", " : "", t->ranks, t->workers, t->first_iteration, t->last_iteration);
     fprintf(f, "%-4s", "rank");
     for (int c = 0; c < NCOL; c++)
         fprintf(f, "  %*s", cols[c].width, cols[c].head);
@@ -254,8 +254,8 @@ int sc_trace_print_tasks(const struct sc_trace *t, FILE *f)
 void sc_report_print_compute(FILE *f, double flops, double window_us, double peak_gflops)
 {
     double rate = window_us > 0 ? flops / (window_us * 1e-6) * 1e-9 : NAN;
-    fprintf(f, "compute: %.3f GFLOP per iteration (convolutions and fully connected layers), %.1f GFLOP/s", flops * 1e-9,
-            rate);
+    fprintf(f, "compute: %.3f GFLOP per iteration (convolutions and fully connected layers), %.1f GFLOP/s",
+            flops * 1e-9, rate);
     if (peak_gflops > 0)
         fprintf(f, ", %.1f%% of the peak of %.1f GFLOP/s", 100 * rate / peak_gflops, peak_gflops);
     fputc('\n', f);

@@ -13,11 +13,11 @@
 
 /* ---- SVG ---------------------------------------------------------------- */
 
-#define SVG_WIDTH 1600
-#define SVG_LEFT 100 /* room for the lane labels */
-#define SVG_RIGHT 20
-#define SVG_TOP 56   /* title and axis labels */
-#define SVG_ROW 16
+#define SVG_WIDTH      1600
+#define SVG_LEFT       100 /* room for the lane labels */
+#define SVG_RIGHT      20
+#define SVG_TOP        56 /* title and axis labels */
+#define SVG_ROW        16
 #define SVG_LEGEND_COL 170
 
 /* Colours of the common phases, chosen so that the phases that follow each
@@ -26,13 +26,21 @@
  * picture to the next. */
 static const char *phase_colour(const char *phase)
 {
-    static const struct { const char *phase, *colour; } known[] = {
-        {"fwd", "#4e79a7"},            {"bwd_data", "#f28e2b"},
-        {"bwd_filter", "#e15759"},     {"bwd_weights", "#e15759"}, /* the same thing */
-        {"relu_bwd", "#ff9da7"},       {"load", "#bab0ac"},
-        {"xent", "#9c755f"},           {"reduce_scatter", "#59a14f"},
-        {"grad_allreduce", "#17becf"}, {"allgather", "#b6e880"},
-        {"sgd", "#b07aa1"},            {"accumulate", "#edc948"},
+    static const struct {
+        const char *phase, *colour;
+    } known[] = {
+        {"fwd", "#4e79a7"},
+        {"bwd_data", "#f28e2b"},
+        {"bwd_filter", "#e15759"},
+        {"bwd_weights", "#e15759"}, /* the same thing */
+        {"relu_bwd", "#ff9da7"},
+        {"load", "#bab0ac"},
+        {"xent", "#9c755f"},
+        {"reduce_scatter", "#59a14f"},
+        {"grad_allreduce", "#17becf"},
+        {"allgather", "#b6e880"},
+        {"sgd", "#b07aa1"},
+        {"accumulate", "#edc948"},
         {"gather", "#2f6f6a"},
     };
     static const char *const fallback[] = {
@@ -54,23 +62,34 @@ static void xml_str(FILE *f, const char *s)
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         switch (ch) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: putc(ch < 0x20 ? '?' : ch, f);
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
+        default:
+            putc(ch < 0x20 ? '?' : ch, f);
         }
     }
 }
 
 struct svg {
     const struct sc_trace_packed *p;
-    const int *row0;       /* first row of each rank */
+    const int *row0; /* first row of each rank */
     int rows;
-    const char **phases;   /* distinct, sorted */
+    const char **phases; /* distinct, sorted */
     size_t nphases;
-    double t0, span;       /* the time range drawn, microseconds; span > 0 */
+    double t0, span; /* the time range drawn, microseconds; span > 0 */
 };
 
 static double svg_x(const struct svg *g, double t)
@@ -78,16 +97,14 @@ static double svg_x(const struct svg *g, double t)
     return SVG_LEFT + (t - g->t0) / g->span * (SVG_WIDTH - SVG_LEFT - SVG_RIGHT);
 }
 
-static void svg_rect(FILE *f, const struct svg *g, int row, const char *name, int64_t iteration,
-                     double start, double end, int transfers)
+static void svg_rect(FILE *f, const struct svg *g, int row, const char *name, int64_t iteration, double start,
+                     double end, int transfers)
 {
     double x = svg_x(g, start), w = svg_x(g, end) - x;
     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\"><title>", x,
-            SVG_TOP + row * SVG_ROW + 2, w > 0.5 ? w : 0.5, SVG_ROW - 4,
-            phase_colour(sc_trace_phase(name)));
+            SVG_TOP + row * SVG_ROW + 2, w > 0.5 ? w : 0.5, SVG_ROW - 4, phase_colour(sc_trace_phase(name)));
     xml_str(f, name);
-    fprintf(f, ", iteration %" PRId64 ": start %.3f ms, duration %.3f ms", iteration, start / 1e3,
-            (end - start) / 1e3);
+    fprintf(f, ", iteration %" PRId64 ": start %.3f ms, duration %.3f ms", iteration, start / 1e3, (end - start) / 1e3);
     if (transfers > 1)
         fprintf(f, ", %d transfers", transfers);
     fputs("</title></rect>\n", f);
@@ -102,15 +119,16 @@ static int svg_body(FILE *f, const void *ctx)
     int legend_lines = ((int)g->nphases + per_line - 1) / per_line;
     int height = plot_bottom + 30 + legend_lines * 18 + 10;
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    fprintf(f,
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
             "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
             "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"11\">\n"
             "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
             SVG_WIDTH, height, SVG_WIDTH, height);
     fputs("<text x=\"10\" y=\"18\" font-size=\"14\">", f);
     xml_str(f, t->model[0] ? t->model : "trace");
-    fprintf(f, ": %d ranks x %d workers, iterations %" PRId64 "..%" PRId64 "</text>\n", t->ranks,
-            t->workers, t->first_iteration, t->last_iteration);
+    fprintf(f, ": %d ranks x %d workers, iterations %" PRId64 "..%" PRId64 "</text>\n", t->ranks, t->workers,
+            t->first_iteration, t->last_iteration);
 
     /* rows: stripes and labels */
     for (int r = 0; r < t->ranks; r++) {
@@ -118,8 +136,8 @@ static int svg_body(FILE *f, const void *ctx)
         for (int l = 0; l < lanes; l++) {
             int row = g->row0[r] + l, y = SVG_TOP + row * SVG_ROW;
             if (row % 2)
-                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f2f2f2\"/>\n",
-                        SVG_LEFT, y, SVG_WIDTH - SVG_LEFT - SVG_RIGHT, SVG_ROW);
+                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f2f2f2\"/>\n", SVG_LEFT, y,
+                        SVG_WIDTH - SVG_LEFT - SVG_RIGHT, SVG_ROW);
             fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", SVG_LEFT - 6, y + SVG_ROW - 4);
             if (l < t->workers - t->cuda_workers)
                 fprintf(f, "r%d cpu%d</text>\n", r, l);
@@ -131,9 +149,8 @@ static int svg_body(FILE *f, const void *ctx)
                 fprintf(f, "r%d comm%d</text>\n", r, l - t->workers + 1);
         }
         if (r > 0)
-            fprintf(f, "<line x1=\"0\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n",
-                    SVG_WIDTH - SVG_RIGHT, SVG_TOP + g->row0[r] * SVG_ROW,
-                    SVG_TOP + g->row0[r] * SVG_ROW);
+            fprintf(f, "<line x1=\"0\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#888\"/>\n", SVG_WIDTH - SVG_RIGHT,
+                    SVG_TOP + g->row0[r] * SVG_ROW, SVG_TOP + g->row0[r] * SVG_ROW);
     }
 
     /* time axis: about ten ticks at 1, 2 or 5 times a power of ten ms */
@@ -151,13 +168,11 @@ static int svg_body(FILE *f, const void *ctx)
         if (ms > t1_ms + step * 1e-9)
             break;
         double x = svg_x(g, ms * 1e3);
-        fprintf(f, "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%d\" stroke=\"#ccc\"/>\n", x, x,
-                SVG_TOP - 4, plot_bottom);
-        fprintf(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, SVG_TOP - 8,
-                ms);
+        fprintf(f, "<line x1=\"%.2f\" x2=\"%.2f\" y1=\"%d\" y2=\"%d\" stroke=\"#ccc\"/>\n", x, x, SVG_TOP - 4,
+                plot_bottom);
+        fprintf(f, "<text x=\"%.2f\" y=\"%d\" text-anchor=\"middle\">%g</text>\n", x, SVG_TOP - 8, ms);
     }
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">ms</text>\n", SVG_LEFT - 6,
-            SVG_TOP - 8);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">ms</text>\n", SVG_LEFT - 6, SVG_TOP - 8);
 
     for (size_t i = 0; i < t->n; i++) {
         const struct sc_trace_event *e = &t->ev[i];
@@ -166,8 +181,7 @@ static int svg_body(FILE *f, const void *ctx)
     }
     for (size_t i = 0; i < g->p->nc; i++) {
         const struct sc_trace_comm *c = &g->p->c[i];
-        svg_rect(f, g, g->row0[c->rank] + t->workers + c->lane, c->name, c->iteration, c->start,
-                 c->end, c->transfers);
+        svg_rect(f, g, g->row0[c->rank] + t->workers + c->lane, c->name, c->iteration, c->start, c->end, c->transfers);
     }
 
     for (size_t i = 0; i < g->nphases; i++) {

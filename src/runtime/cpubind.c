@@ -13,8 +13,7 @@
 
 /* ---- the choice ---- */
 
-enum sc_cpubind_how sc_cpubind_choose(int ncores, const char *const *bound, int nranks, int me, int *first,
-                                      int *count)
+enum sc_cpubind_how sc_cpubind_choose(int ncores, const char *const *bound, int nranks, int me, int *first, int *count)
 {
     *first = 0;
     *count = ncores;
@@ -52,11 +51,11 @@ enum sc_cpubind_how sc_cpubind_choose(int ncores, const char *const *bound, int 
 struct sc_cpubind {
     hwloc_topology_t topo;
     enum sc_cpubind_how how;
-    int nranks;                 /* ranks on the node */
-    hwloc_bitmap_t cores;       /* the rank's cores (core logical indexes) */
-    hwloc_bitmap_t pus;         /* their processing units (hwloc cpuset) */
+    int nranks;           /* ranks on the node */
+    hwloc_bitmap_t cores; /* the rank's cores (core logical indexes) */
+    hwloc_bitmap_t pus;   /* their processing units (hwloc cpuset) */
     char *set_text, *launcher_text;
-    int launcher_unbound;       /* the launcher's binding covers every core */
+    int launcher_unbound; /* the launcher's binding covers every core */
     int nworkers;
     hwloc_bitmap_t *worker_pus; /* per worker; NULL: workers not bound */
     char line[512];
@@ -94,7 +93,8 @@ static void pus_of(hwloc_topology_t topo, hwloc_const_bitmap_t cores, hwloc_bitm
 {
     hwloc_bitmap_zero(pus);
     int i;
-    hwloc_bitmap_foreach_begin(i, cores) {
+    hwloc_bitmap_foreach_begin(i, cores)
+    {
         hwloc_obj_t c = hwloc_get_obj_by_type(topo, HWLOC_OBJ_CORE, (unsigned)i);
         if (c)
             hwloc_bitmap_or(pus, pus, c->cpuset);
@@ -273,11 +273,16 @@ const char *sc_cpubind_where(const struct sc_cpubind *b)
 static const char *how_text(const struct sc_cpubind *b)
 {
     switch (b->how) {
-    case SC_CPUBIND_KEPT: return "";
-    case SC_CPUBIND_ALONE: return "; alone on its node: all of its cores";
-    case SC_CPUBIND_OVERLAP: return "; the node's ranks were bound to overlapping cores: the cores split among them";
-    case SC_CPUBIND_UNUSED: return "; the node's ranks left cores unused: the cores split among them";
-    case SC_CPUBIND_SHARED: return "; more ranks than cores on the node: workers not bound";
+    case SC_CPUBIND_KEPT:
+        return "";
+    case SC_CPUBIND_ALONE:
+        return "; alone on its node: all of its cores";
+    case SC_CPUBIND_OVERLAP:
+        return "; the node's ranks were bound to overlapping cores: the cores split among them";
+    case SC_CPUBIND_UNUSED:
+        return "; the node's ranks left cores unused: the cores split among them";
+    case SC_CPUBIND_SHARED:
+        return "; more ranks than cores on the node: workers not bound";
     }
     return "";
 }
@@ -311,7 +316,8 @@ int sc_cpubind_place(struct sc_cpubind *b, int nworkers)
         (void)!snprintf(launcher, sizeof launcher, "bound by the launcher to %s", cores);
     }
     if (!strcmp(b->set_text, b->launcher_text))
-        (void)!snprintf(b->where, sizeof b->where, "%s, %s", set, unbound ? "as the launcher left it" : "as bound by the launcher");
+        (void)!snprintf(b->where, sizeof b->where, "%s, %s", set,
+                        unbound ? "as the launcher left it" : "as bound by the launcher");
     else
         (void)!snprintf(b->where, sizeof b->where, "%s; %s", set, launcher);
     (void)!snprintf(b->line, sizeof b->line, "%d CPU worker%s on %s (%s%s)", nworkers, nworkers == 1 ? "" : "s", set,

@@ -20,11 +20,11 @@
 /* ---- the choice, pure (tested in tests/test_cpubind.c) ---- */
 
 enum sc_cpubind_how {
-    SC_CPUBIND_KEPT,       /* the launcher's binding (disjoint, covering the node) */
-    SC_CPUBIND_ALONE,      /* one rank on the node: all of its cores */
-    SC_CPUBIND_OVERLAP,    /* bindings overlap: the node's cores split among its ranks */
-    SC_CPUBIND_UNUSED,     /* bindings leave cores unused: the node's cores split among its ranks */
-    SC_CPUBIND_SHARED,     /* more ranks than cores: every rank on all cores, workers unbound */
+    SC_CPUBIND_KEPT,    /* the launcher's binding (disjoint, covering the node) */
+    SC_CPUBIND_ALONE,   /* one rank on the node: all of its cores */
+    SC_CPUBIND_OVERLAP, /* bindings overlap: the node's cores split among its ranks */
+    SC_CPUBIND_UNUSED,  /* bindings leave cores unused: the node's cores split among its ranks */
+    SC_CPUBIND_SHARED,  /* more ranks than cores: every rank on all cores, workers unbound */
 };
 
 /* The cores (indexes 0..ncores-1) that rank `me` of the nranks ranks of a
@@ -32,8 +32,7 @@ enum sc_cpubind_how {
  * as "0-3,8"; an empty list means unbound, as does one covering every
  * core).  first and count describe the result, a range of cores, except for
  * SC_CPUBIND_KEPT, whose cores are bound[me].  Returns how it was chosen. */
-enum sc_cpubind_how sc_cpubind_choose(int ncores, const char *const *bound, int nranks, int me, int *first,
-                                      int *count);
+enum sc_cpubind_how sc_cpubind_choose(int ncores, const char *const *bound, int nranks, int me, int *first, int *count);
 
 /* ---- the rank's placement (hwloc) ---- */
 

@@ -526,8 +526,8 @@ int sc_runtime_init(int *argc, char ***argv, const struct sc_runtime_opts *opts,
     if (err)
         return abandon_init(rt, err);
     if (sched && !sc_runtime_policy_valid(sched))
-        return abandon_init(rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched,
-                                         sc_runtime_policies()));
+        return abandon_init(
+            rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched, sc_runtime_policies()));
     /* The failure a test injects (codelets.h, src/runtime/kernel_failure.h). */
     if ((err = sc_runtime_agree(rt, sc_fail_inject_setup(getenv("SC_TEST_FAIL_KERNEL"), rt->rank))))
         return abandon_init(rt, err);

@@ -8,15 +8,15 @@
 
 struct sc_runtime {
     int rank, size;
-    int ncpu;          /* CPU workers of this rank */
-    int ncuda;         /* CUDA workers of this rank */
+    int ncpu;  /* CPU workers of this rank */
+    int ncuda; /* CUDA workers of this rank */
     /* SC_CUDA_ONLY=1 (experimental) on a rank with CUDA workers: every task
      * that has a CUDA version is kept to them, instead of letting the
      * scheduler put some on the CPU workers, which then do the data
      * loading (CPU only) alone. */
     int cuda_only;
-    MPI_Comm comm;     /* StarPU-MPI transfers */
-    MPI_Comm ctl;      /* the main thread's own collectives (logging, checkpoints) */
+    MPI_Comm comm; /* StarPU-MPI transfers */
+    MPI_Comm ctl;  /* the main thread's own collectives (logging, checkpoints) */
     /* Where this rank's CPU workers run, e.g. "2 CPU workers on cores 0-1
      * (bound by the launcher to core 0; ...)" (src/runtime/cpubind.h). */
     char placement[SC_PLACEMENT_LEN];
@@ -30,7 +30,7 @@ struct sc_runtime {
 enum sc_denormals { SC_DENORMALS_KEEP, SC_DENORMALS_FLUSH };
 
 struct sc_runtime_opts {
-    const char *sched;   /* StarPU scheduling policy; NULL: STARPU_SCHED or StarPU's default */
+    const char *sched; /* StarPU scheduling policy; NULL: STARPU_SCHED or StarPU's default */
     /* Seconds after which a rank that has not been heard from (killed,
      * stopped, node lost) stops the job with a message naming it
      * (src/runtime/watchdog.h).  0: no watchdog; < 0: the default, the

@@ -193,8 +193,7 @@ static void *watch(void *arg)
             if (w->recvbuf[0] == MSG_BYE) {
                 pred_done = 1;
                 w->bye_heard = now;
-            }
-            else
+            } else
                 post_recv(w);
         }
         if (!pred_done) {

@@ -9,9 +9,9 @@
 #include "src/io/safetensors.h"
 #include "src/train/train.h"
 
-#define MOMENTUM_FMT "optimizer.%d.%s.momentum_buffer"
+#define MOMENTUM_FMT   "optimizer.%d.%s.momentum_buffer"
 #define ITERATION_NAME "optimizer.iteration"
-#define BATCHES_FMT "%d.num_batches_tracked"
+#define BATCHES_FMT    "%d.num_batches_tracked"
 
 /* The data order (struct sc_data_order), as I64 scalars. */
 static const char *const order_names[4] = {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples",
@@ -35,8 +35,7 @@ static int take_i64(const struct sc_st_file *f, const char *path, const char *na
     return 0;
 }
 
-static void tensor_name(char *buf, size_t size, const struct sc_layer *l, const struct sc_param_tensor *t,
-                        int momentum)
+static void tensor_name(char *buf, size_t size, const struct sc_layer *l, const struct sc_param_tensor *t, int momentum)
 {
     if (momentum)
         snprintf(buf, size, MOMENTUM_FMT, l->torch_index, t->suffix);
@@ -97,8 +96,9 @@ static int take_tensor(const struct sc_st_file *f, const char *path, const char 
 {
     const struct sc_st_tensor *st = sc_st_find(f, name);
     if (!st)
-        return required ? sc_error(SC_ERR_MISMATCH, "%s: no tensor '%s': the checkpoint is from another model", path, name)
-                        : 0;
+        return required
+                   ? sc_error(SC_ERR_MISMATCH, "%s: no tensor '%s': the checkpoint is from another model", path, name)
+                   : 0;
     int same = st->ndim == t->ndim && !strcmp(st->dtype, "F32");
     for (int i = 0; same && i < t->ndim; i++)
         same = st->shape[i] == t->shape[i];
@@ -106,7 +106,8 @@ static int take_tensor(const struct sc_st_file *f, const char *path, const char 
         char want[96], got[96];
         shape_str(want, sizeof(want), t->ndim, t->shape);
         shape_str(got, sizeof(got), st->ndim, st->shape);
-        return sc_error(SC_ERR_MISMATCH, "%s: tensor '%s' is %s %s but the model wants F32 %s: the checkpoint is from another model",
+        return sc_error(SC_ERR_MISMATCH,
+                        "%s: tensor '%s' is %s %s but the model wants F32 %s: the checkpoint is from another model",
                         path, name, st->dtype, got, want);
     }
     memcpy(dst, f->data + st->offset, t->count * sizeof(float));
@@ -205,7 +206,7 @@ static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const 
     for (int l = 0; l < net->nlayers; l++)
         n += 2 * net->layers[l].ntensors + (net->layers[l].nbuffers ? net->layers[l].nbuffers + 1 : 0);
     struct sc_st_out *out = calloc(n + 1, sizeof(*out));
-    char (*names)[96] = calloc(n + 1, sizeof(*names));
+    char(*names)[96] = calloc(n + 1, sizeof(*names));
     if (!out || !names) {
         free(out), free(names);
         return sc_error(SC_ERR_NOMEM, "out of memory writing %s", path);
@@ -229,7 +230,8 @@ static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const 
         for (int i = 0; i < layer->nbuffers; i++, k++) {
             const struct sc_param_tensor *t = &layer->buffers[i];
             tensor_name(names[k], sizeof(names[k]), layer, t, 0);
-            out[k] = (struct sc_st_out){.name = names[k], .dtype = "F32", .ndim = t->ndim, .data = ck->b[l] + t->offset};
+            out[k] =
+                (struct sc_st_out){.name = names[k], .dtype = "F32", .ndim = t->ndim, .data = ck->b[l] + t->offset};
             memcpy(out[k].shape, t->shape, sizeof(t->shape));
         }
         if (layer->nbuffers) {
@@ -239,16 +241,15 @@ static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const 
     }
     out[k++] = (struct sc_st_out){.name = ITERATION_NAME, .dtype = "I64", .ndim = 0, .data = &ck->iteration};
     for (int i = 0; i < 4 && with_order; i++)
-        out[k++] = (struct sc_st_out){.name = order_names[i], .dtype = "I64", .ndim = 0,
-                                      .data = order_field(&ck->order, i)};
+        out[k++] =
+            (struct sc_st_out){.name = order_names[i], .dtype = "I64", .ndim = 0, .data = order_field(&ck->order, i)};
     int err = sc_st_write(path, out, k);
     free(out);
     free(names);
     return err;
 }
 
-int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path,
-                       const struct sc_data_order *order)
+int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path, const struct sc_data_order *order)
 {
     struct sc_checkpoint *ck = checkpoint_alloc(net);
     int err = ck ? 0 : sc_error(SC_ERR_NOMEM, "out of memory saving %s", path);

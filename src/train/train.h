@@ -13,9 +13,9 @@ struct sc_data_order {
 
 /* A checkpoint read from a file and checked against a network. */
 struct sc_checkpoint {
-    float **w, **v;        /* per layer: parameters, momentum (NULL for no parameters) */
-    float **b;             /* per layer: buffers (BN's running statistics), NULL for none or
-                            * when the file has none (older checkpoints: the net keeps its own) */
+    float **w, **v; /* per layer: parameters, momentum (NULL for no parameters) */
+    float **b;      /* per layer: buffers (BN's running statistics), NULL for none or
+                     * when the file has none (older checkpoints: the net keeps its own) */
     int64_t iteration;
     struct sc_data_order order; /* how the iteration's samples were drawn; -1 when not saved */
 };
@@ -29,8 +29,7 @@ int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck);
 /* Sync point, collective: rank 0 writes the file atomically (temporary
  * file, fsync, rename: a failure leaves a previous file intact); every rank
  * returns the same result.  order: saved for --resume (NULL: not saved). */
-int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path,
-                       const struct sc_data_order *order);
+int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *path, const struct sc_data_order *order);
 
 struct sc_train_opts;
 
@@ -44,31 +43,31 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
 
 struct sc_train_opts {
     const char *model, *data, *save, *load, *metrics, *sched;
-    int resume;            /* load is a --resume: go on with its iteration and data order */
-    long save_every;       /* checkpoint to save every N iterations; 0: at the end only */
-    double peer_timeout;   /* --peer-timeout seconds; < 0: the default */
+    int resume;                  /* load is a --resume: go on with its iteration and data order */
+    long save_every;             /* checkpoint to save every N iterations; 0: at the end only */
+    double peer_timeout;         /* --peer-timeout seconds; < 0: the default */
     enum sc_denormals denormals; /* --denormals keep|flush */
-    int skip_nonfinite;    /* 1: a batch whose gradient is not finite changes nothing and
-                            * training goes on; 0: training stops (SC_ERR_NONFINITE) */
+    int skip_nonfinite;          /* 1: a batch whose gradient is not finite changes nothing and
+                                  * training goes on; 0: training stops (SC_ERR_NONFINITE) */
     int epochs;
-    long iters;            /* < 0: no limit */
+    long iters; /* < 0: no limit */
     int batch;
     float lr, momentum, weight_decay;
     uint64_t seed;
     int shuffle;
-    int test;              /* evaluate on the test set */
+    int test; /* evaluate on the test set */
     int log_every;
     struct sc_comm_opts comm;
-    const char *trace;     /* Chrome trace file, or NULL */
-    long trace_first, trace_last;  /* traced iterations (from 1); 0: none */
-    int report;            /* print the overlap report, the tasks and the FLOP rate */
-    double peak_gflops;    /* --peak: the machine's fp32 peak for the report's fraction (0: none) */
-    int report_memory;     /* print each rank's memory */
-    int report_comm;       /* print each rank's gradient-reduction bytes at the end */
-    double mem_limit;      /* bytes per rank; 0: none */
-    const char *calibration; /* --parallel auto's calibration file (NULL: the default) */
-    int grad_comm_given;     /* --grad-comm was given (auto leaves it alone) */
-    char *parallel_auto;     /* the plan --parallel auto took (comm.parallel points to it) */
+    const char *trace;            /* Chrome trace file, or NULL */
+    long trace_first, trace_last; /* traced iterations (from 1); 0: none */
+    int report;                   /* print the overlap report, the tasks and the FLOP rate */
+    double peak_gflops;           /* --peak: the machine's fp32 peak for the report's fraction (0: none) */
+    int report_memory;            /* print each rank's memory */
+    int report_comm;              /* print each rank's gradient-reduction bytes at the end */
+    double mem_limit;             /* bytes per rank; 0: none */
+    const char *calibration;      /* --parallel auto's calibration file (NULL: the default) */
+    int grad_comm_given;          /* --grad-comm was given (auto leaves it alone) */
+    char *parallel_auto;          /* the plan --parallel auto took (comm.parallel points to it) */
 };
 
 void sc_train_opts_default(struct sc_train_opts *o);
