@@ -24,7 +24,7 @@ int64_t sc_tags_reserve(int64_t count)
  * has something to hold back.  Each segment costs a StarPU-MPI message
  * (sc_ring_opts in tasks.h says what that trades). */
 #define SEGMENT_BYTES_DEFAULT ((size_t)512 << 10)
-#define MAX_SEGMENTS 8
+#define MAX_SEGMENTS          8
 /* Up to this many KiB a vector takes the direct path (sc_ring_opts): on 2
  * ranks here 4 KiB take 0.014 ms that way against 0.07 ms in the ring
  * (docs/results.md). */
@@ -86,26 +86,29 @@ int sc_link_segment_kb(MPI_Comm comm, int *segment_kb, double *bytes_per_s)
 
 struct sc_ring {
     MPI_Comm comm;
-    int rank, size;                /* within the group */
-    int *group;                    /* the group's ranks in comm (NULL: all of comm) */
-    uint64_t sent;                 /* bytes this rank has sent */
-    int nseg;                      /* segments per chunk */
-    int64_t tag;                   /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
+    int rank, size; /* within the group */
+    int *group;     /* the group's ranks in comm (NULL: all of comm) */
+    uint64_t sent;  /* bytes this rank has sent */
+    int nseg;       /* segments per chunk */
+    int64_t tag;    /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
     starpu_data_handle_t vec;
-    starpu_data_handle_t *piece;   /* P*K children of vec: chunk c, segment j is piece c*K + j */
-    starpu_data_handle_t *recv;    /* reduce-scatter step s, segment j receives into recv[s*K + j] */
+    starpu_data_handle_t *piece; /* P*K children of vec: chunk c, segment j is piece c*K + j */
+    starpu_data_handle_t *recv;  /* reduce-scatter step s, segment j receives into recv[s*K + j] */
     float **recv_mem;
     int nrecv;
-    int chain;                     /* fewer elements than ranks: see chain_reduce */
-    struct sc_direct *direct;      /* its communicator for small vectors (NULL: none) */
-    int use_direct;                /* the vector is small: every collective is one direct task */
-    int window;                    /* segments in flight per step (0: all; see wait_credit) */
+    int chain;                /* fewer elements than ranks: see chain_reduce */
+    struct sc_direct *direct; /* its communicator for small vectors (NULL: none) */
+    int use_direct;           /* the vector is small: every collective is one direct task */
+    int window;               /* segments in flight per step (0: all; see wait_credit) */
     char name[64];
-    char comm_name[80];            /* of its transfers, in traces */
-    char acc_name[80];             /* of its accumulate tasks (StarPU keeps the pointer) */
+    char comm_name[80]; /* of its transfers, in traces */
+    char acc_name[80];  /* of its accumulate tasks (StarPU keeps the pointer) */
 };
 
-static int mod(int a, int p) { return ((a % p) + p) % p; }
+static int mod(int a, int p)
+{
+    return ((a % p) + p) % p;
+}
 
 /* The rank in comm of the group's member i. */
 static int peer(const struct sc_ring *r, int i)
@@ -372,12 +375,10 @@ static int transfer_failed(const char *what, int err)
     return sc_error(SC_ERR_RUNTIME, "StarPU-MPI refused a %s (error %d)", what, err);
 }
 
-static struct sc_trace_rec *transfer_record(struct starpu_codelet *ready, starpu_data_handle_t h,
-                                            const char *name)
+static struct sc_trace_rec *transfer_record(struct starpu_codelet *ready, starpu_data_handle_t h, const char *name)
 {
     struct sc_trace_rec *rec = sc_trace_new_rec(name, SC_REC_COMM);
-    if (rec && starpu_task_insert(ready, ready->modes[0], h, STARPU_CALLBACK_WITH_ARG_NFREE, transfer_posted, rec,
-                                  0))
+    if (rec && starpu_task_insert(ready, ready->modes[0], h, STARPU_CALLBACK_WITH_ARG_NFREE, transfer_posted, rec, 0))
         rec->start = -1; /* no start: dropped when collected */
     return rec;
 }
@@ -487,7 +488,7 @@ struct sc_sgd_sync {
     struct sc_ring *ring;
     starpu_data_handle_t weights, momentum;
     starpu_data_handle_t *wpiece, *vpiece;
-    struct sc_nccl *nccl;            /* NULL: the ring's tasks */
+    struct sc_nccl *nccl; /* NULL: the ring's tasks */
     char name[80];
 };
 
@@ -595,7 +596,7 @@ struct sc_gate {
     float count;
     starpu_data_handle_t h;
     struct sc_ring *sum;
-    struct sc_nccl *nccl;            /* NULL: the ring's tasks */
+    struct sc_nccl *nccl; /* NULL: the ring's tasks */
     char zero_name[64], check_name[64];
 };
 

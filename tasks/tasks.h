@@ -111,8 +111,8 @@ void sc_direct_set_wake_hook(void (*fn)(void));
  * momentum have the same length.  The momentum outside the owned chunk is not
  * kept up to date (sc_ring_owned_range says which part is). Non-blocking. */
 struct sc_sgd_sync;
-int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring,
-                       starpu_data_handle_t weights, starpu_data_handle_t momentum);
+int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring, starpu_data_handle_t weights,
+                       starpu_data_handle_t momentum);
 void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
 int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
 

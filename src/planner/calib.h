@@ -63,8 +63,8 @@ struct sc_calib {
      * message at p2p_alpha + p2p_beta b (the node link -1, unused). */
     int ranks_per_node;
     double p2p_node_alpha, p2p_node_beta;
-    double busy; /* < 0: not measured */
-    double load; /* < 0: not measured */
+    double busy;    /* < 0: not measured */
+    double load;    /* < 0: not measured */
     double rowcopy; /* < 0: not measured */
     double task;
     double stream;

@@ -394,8 +394,8 @@ static void progress_kernel(struct progress_line *pl, const struct compute *k, i
         fprintf(pl->f, "\rcalibrate: pass %d/%d, kernel %d/%d (%.40s), about %s left\033[K", pass + 1, k->reps, i + 1,
                 k->n, k->list[i].key, t);
     else if (i == k->n - 1)
-        fprintf(pl->f, "calibrate: pass %d/%d over %d kernels done, about %s left for the kernels\n", pass + 1,
-                k->reps, k->n, t);
+        fprintf(pl->f, "calibrate: pass %d/%d over %d kernels done, about %s left for the kernels\n", pass + 1, k->reps,
+                k->n, t);
     if (pl->tty && pass == k->reps - 1 && i == k->n - 1)
         fputc('\n', pl->f);
     fflush(pl->f);

@@ -38,14 +38,15 @@ struct sc_data_order sc_train_data_order(const struct sc_train_opts *o, const st
     return (struct sc_data_order){(int64_t)o->seed, o->batch, train->n, o->shuffle};
 }
 
-int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset *train,
-                          const struct sc_checkpoint *ck)
+int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset *train, const struct sc_checkpoint *ck)
 {
     struct sc_data_order want = sc_train_data_order(o, train);
     const struct sc_data_order *got = &ck->order;
     if (got->seed < 0 || got->global_batch < 0 || got->train_samples < 0 || got->shuffle < 0)
-        return sc_error(SC_ERR_ARG, "--resume %s: the checkpoint has no data order (saved by an older starconv); "
-                        "start from it with --load instead", o->load);
+        return sc_error(SC_ERR_ARG,
+                        "--resume %s: the checkpoint has no data order (saved by an older starconv); "
+                        "start from it with --load instead",
+                        o->load);
     if (got->global_batch != want.global_batch)
         return sc_error(SC_ERR_ARG, "--resume %s: saved with --batch %lld, this run has --batch %lld", o->load,
                         (long long)got->global_batch, (long long)want.global_batch);
@@ -190,8 +191,10 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
     for (int r = 1; r < rt->size && !err; r++)
         for (int k = 0; k < N && !err; k++)
             if (all[r * N + k] != all[k])
-                err = sc_error(SC_ERR_ARG, "ranks 0 and %d were started with different %s: every rank must run "
-                               "the same command line on the same files", r, what[k]);
+                err = sc_error(SC_ERR_ARG,
+                               "ranks 0 and %d were started with different %s: every rank must run "
+                               "the same command line on the same files",
+                               r, what[k]);
     free(all);
     return err;
 }
@@ -223,7 +226,7 @@ static void epoch_order(int32_t *order, int n, int shuffle, uint64_t seed, int e
 
 struct progress {
     int tty, rank;
-    long skipped;          /* batches skipped for non-finite gradients (seen so far) */
+    long skipped; /* batches skipped for non-finite gradients (seen so far) */
     FILE *metrics;
     double train_time, start;
     long images;
@@ -251,9 +254,8 @@ static void report_iteration(struct progress *p, int epoch, int epochs, long it,
     char skipped[64] = "";
     if (p->skipped)
         snprintf(skipped, sizeof skipped, "  (%ld batches skipped: not finite)", p->skipped);
-    fprintf(stderr, "%sepoch %d/%d %5.1f%%  iter %ld  loss %.4f  %.0f images/s  ETA %s%s%s",
-            p->tty ? "\r\033[K" : "", epoch + 1, epochs, 100.0 * it_epoch / per_epoch, it, loss, rate, eta,
-            skipped, p->tty ? "" : "\n");
+    fprintf(stderr, "%sepoch %d/%d %5.1f%%  iter %ld  loss %.4f  %.0f images/s  ETA %s%s%s", p->tty ? "\r\033[K" : "",
+            epoch + 1, epochs, 100.0 * it_epoch / per_epoch, it, loss, rate, eta, skipped, p->tty ? "" : "\n");
     /* Six significant digits: the rate of a slow run (below one image a
      * second) would lose a tenth of itself to one decimal. */
     if (p->metrics) {
@@ -270,8 +272,8 @@ static void report_test(struct progress *p, int epoch, long it, double acc, doub
     fprintf(stderr, "%sepoch %d: test accuracy %.2f%%, test loss %.4f\n", p->tty ? "\r\033[K" : "", epoch + 1,
             100 * acc, loss);
     if (p->metrics) {
-        fprintf(p->metrics, "{\"iteration\": %ld, \"epoch\": %d, \"test_accuracy\": %.6f, \"test_loss\": %.6f}\n",
-                it, epoch + 1, acc, loss);
+        fprintf(p->metrics, "{\"iteration\": %ld, \"epoch\": %d, \"test_accuracy\": %.6f, \"test_loss\": %.6f}\n", it,
+                epoch + 1, acc, loss);
         fflush(p->metrics);
     }
 }
@@ -388,8 +390,10 @@ static int check_finite(const struct loop_state *ls, struct sc_runtime *rt, stru
         return err;
     char kept[600];
     kept_checkpoint(ls, kept, sizeof kept);
-    return sc_error(SC_ERR_NONFINITE, "iteration %lld: a NaN or Inf, first in %s: training stopped (--nonfinite "
-                    "skip goes on without such batches)%s", (long long)first, where, kept);
+    return sc_error(SC_ERR_NONFINITE,
+                    "iteration %lld: a NaN or Inf, first in %s: training stopped (--nonfinite "
+                    "skip goes on without such batches)%s",
+                    (long long)first, where, kept);
 }
 
 /* Sync point, collective: the checkpoint of the current iteration, unless
@@ -435,8 +439,9 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
         err = sc_error(err, "--parallel auto: %s", sc_last_error());
     char here[sizeof c->machine];
     if (!err && (sc_calibrate_machine_name(here, sizeof here), strcmp(here, c->machine)))
-        err = sc_error(SC_ERR_PARSE, "--parallel auto: %s was made on '%s', not on this machine ('%s'): make one with `%s`",
-                       path, c->machine, here, how);
+        err = sc_error(SC_ERR_PARSE,
+                       "--parallel auto: %s was made on '%s', not on this machine ('%s'): make one with `%s`", path,
+                       c->machine, here, how);
     if (!err && (err = sc_plan_make(net, c, &po, &p)) == SC_ERR_PARSE)
         err = sc_error(err, "--parallel auto: %s: %s; extend it with `%s`", path, sc_last_error(), how);
     if (!err && !(o->parallel_auto = malloc(8192)))
