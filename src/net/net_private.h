@@ -173,4 +173,14 @@ static inline starpu_data_handle_t *dx_tiles(struct sc_net *net, int l)
     return sc_tensor_exists(&D->ld[l].xch.dxin) ? sc_tensor_handles(&D->ld[l].xch.dxin) : input_grad_tiles(net, l);
 }
 
+/* exchanges.c: a layer's halo and redistribution fetches (sc_net_setup
+ * calls it once per layer), and the box of input a rank's tiles need,
+ * halo included (for the memory report). */
+struct need_ctx {
+    struct sc_net *net;
+    int l;
+};
+int sc_net_plan_exchanges(struct sc_net *net, int l);
+struct sc_box sc_net_need_x_box(struct need_ctx *c, int r);
+
 #endif
