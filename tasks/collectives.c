@@ -25,12 +25,15 @@ int64_t sc_tags_reserve(int64_t count)
  * (sc_ring_opts in tasks.h says what that trades). */
 #define SEGMENT_BYTES_DEFAULT ((size_t)512 << 10)
 #define MAX_SEGMENTS          8
-/* Up to this many KiB a vector takes the direct path (sc_ring_opts): on 2
- * ranks here 4 KiB take 0.014 ms that way against 0.07 ms in the ring
- * (docs/results.md). */
+/* Up to this many KiB a vector takes the direct path (sc_ring_opts): one
+ * MPI collective instead of the ring's messages, each of which costs a
+ * task and a request (docs/results.md, "allreduce against MPI"). */
 #define DIRECT_KB_DEFAULT 64
 
-#define MESSAGE_OVERHEAD_S 100e-6 /* of a StarPU-MPI message here (docs/results.md) */
+/* The default cost, in seconds, of a StarPU-MPI message beyond MPI's own
+ * time (a task, a request, the progress thread's turn), against which the
+ * segments are sized to the link's measured bandwidth. */
+#define MESSAGE_OVERHEAD_S 100e-6
 #define SEGMENT_OVERHEADS  4
 #define SEGMENT_KB_MAX     (64 << 10)
 #define PROBE_BYTES        ((size_t)1 << 20)

@@ -33,10 +33,9 @@ struct sc_ring;
 /* segment_bytes: chunks are sent as segments of about this size (at most 8
  * per chunk; 0: 512 KiB; training sizes them to the link with
  * sc_link_segment_kb below).  Every segment is a StarPU-MPI message, which
- * costs about 0.1 ms here beyond MPI's own time (a 4 MiB allreduce on 2
- * ranks, shared memory: 0.64 ms in 4 MiB segments, 0.97 ms in 512 KiB
- * ones), but small segments let urgent collectives pass a large one on a
- * slow link (wide at 1 Gbit/s: 480 against 400 images/s).  window: at
+ * costs a task and a request beyond MPI's own time, so that large
+ * segments are cheaper on shared memory, but small segments let urgent
+ * collectives pass a large one on a slow link.  window: at
  * most this many segments of each step in flight (0: all at once):
  * segment j is sent once segment j -
  * window has arrived, so that a large vector cannot fill the network's
@@ -52,15 +51,15 @@ struct sc_ring_opts {
     int group_size;
     /* Vectors of at most direct_kb KiB (0: 64; -1: none) take one MPI
      * nonblocking collective in a task instead of the ring (sc_direct
-     * below): the ring's messages cost about 0.1 ms each here.  Every rank
+     * below): the ring's messages each cost a task and a request.  Every rank
      * of comm creates its rings in the same order, with the same
      * direct_kb (each ring then makes a communicator of its own). */
     int direct_kb;
 };
 /* Segments sized to the link (--comm-segment auto).  Each segment is a
- * StarPU-MPI message, which costs about 0.1 ms here beyond MPI's own time:
- * a network repays it (512 KiB take 4 ms at 1 Gbit/s), shared memory does
- * not (40 us).  sc_link_segment_kb measures the bandwidth one rank gets to
+ * StarPU-MPI message, whose fixed cost (MESSAGE_OVERHEAD_S in
+ * collectives.c, a default) a slow network's transfer time repays and
+ * shared memory's does not.  sc_link_segment_kb measures the bandwidth one rank gets to
  * its ring neighbour while every rank sends (plain MPI on comm, collective,
  * the slowest rank's, the same on every rank; 0 on one rank, which sends
  * nothing) and gives the segment for it.  sc_ring_segment_kb_for is that
