@@ -91,9 +91,8 @@ static int time_shift(struct sc_runtime *rt, size_t bytes, int reps, double *t, 
  * workers run long tasks (zeroings of BUSY_FLOATS floats, a few ms each,
  * BUSY_TASKS per worker queued before the message): the slowest rank's
  * time, the median of reps.  Where the workers fill the cores, StarPU-MPI's
- * thread waits for them: measured here, a message of 64 KiB or more took
- * about 10 ms behind 5 ms tasks, 0.5-1 ms behind 0.15 ms ones, and 0.1-0.3
- * ms with idle workers (2 ranks on 2 cores). */
+ * thread waits for them, for about as long as the tasks they run, which
+ * the planner must know (docs/planner-model.md, "What the rules rest on"). */
 #define BUSY_BYTES          (1 << 20)
 #define BUSY_FLOATS         ((size_t)8 << 20)
 #define BUSY_TASKS          12
@@ -163,8 +162,8 @@ static int time_allreduce(struct sc_runtime *rt, int g, size_t bytes, int segmen
             /* Together, as the ranks of a training step reach their
              * gradients' collectives; two steps, as bench/allreduce.c has
              * them: straight after one (the agreement), the ranks' threads
-             * had not settled, and 4 KiB took 0.15-0.2 ms against 0.03-0.08
-             * (2 ranks on 2 cores). */
+             * have not settled, and a small allreduce times several times
+             * too slow. */
             if ((err = sc_runtime_agree(rt, err)))
                 break;
             MPI_Barrier(rt->ctl);

@@ -334,8 +334,8 @@ static double halo_levels(const struct model *m, const struct sc_grid *g, int r,
 /* The rows (per sample and channel) of the pieces a halo of own needs
  * around it: the pack task copies each piece row by row (kernels/
  * region.c), so a piece a column or two wide costs a copy per row
- * (the calibration's rowcopy), not its bytes.  Traced, wide w2 on 2
- * ranks: its halos' packs took 2.1 ms an iteration against h2's 0.7. */
+ * (the calibration's rowcopy), not its bytes: a column split's halos
+ * cost more than a row split's of the same bytes (docs/planner-model.md, "What the rules rest on"). */
 static double halo_rows(struct sc_box need, struct sc_box own)
 {
     int rl[3], cl[3];
@@ -401,10 +401,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
     /* Behind busy workers a halo message, like any exchange between
      * layers, waits for the task running where it goes (this layer's,
      * forward and backward), while the receiver runs its interior: only
-     * the wait beyond the interior shows.  Traced (lenet h2, 2 ranks):
-     * conv2's dy halo arrived 4.6 ms after its pack, the interior took 2.4
-     * ms, and the boundary waited 2.2 ms; wide's conv2 and conv4, with
-     * interiors longer than the wait, did not wait. */
+     * the wait beyond the interior shows (docs/planner-model.md, "What the rules rest on"). */
     double wf = plan_behind(m, fwd / b->tiles) - fwd_in, wb = plan_behind(m, bwd / b->tiles) - bwd_in;
     if (*hf > 0 && wf > 0)
         *hf += wf;
@@ -435,10 +432,7 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
     c->compute = kf + kb + load * m->oversub;
     c->task_f = kf / b.tiles;
     /* A message waits for one task, not a layer's whole backward
-     * (behind): traced, wide c4 on 4 ranks sharing 2 cores, the dy
-     * allgathers of conv2, conv3 and conv4 held the worker 7.5, 6.4 and
-     * about 4 ms; the model gives 8.4, 4.3 and 6.3 ms, and gave 13.5, 6.7
-     * and 10.6 with the whole backward as the task. */
+     * (behind; docs/planner-model.md, "What the rules rest on"). */
     c->task_b = kb / b.tiles * one_bwd;
     double hf, hb;
     halo(m, l, g, &b, kf, kb, kf_in * m->oversub, kb_in * m->oversub, &hf, &hb);

@@ -112,9 +112,7 @@ static double edge_cost(const struct model *m, const struct sc_layer *lu, const 
      * channel collective of u's: its reduce-scatter (forward) has just
      * brought the ranks together, so no rank computes on while its
      * message waits, and backward u's dy allgather follows at once and
-     * waits for both.  Traced, wide c2f2 on 4 ranks sharing 2 cores:
-     * conv3 -> conv4 waited 0.1 ms forward and none backward (the model
-     * had 12.8 ms), pool1 -> conv3 2.7 and 1.5 ms. */
+     * waits for both (docs/planner-model.md, "What the rules rest on"). */
     struct exch f = plan_exchange(m, &out, &in, 1),
                 k = plan_exchange(m, &in, &out, !(lv->mixes_channels && ext(&b->g, SC_DIM_F) > 1));
     int synced = lu->mixes_channels && ext(&a->g, SC_DIM_C) > 1;

@@ -97,8 +97,7 @@ static int cut_points(const struct graph *G, int *cut)
  * before it; the timeline (predict) also queues the collectives on one
  * channel, lets a wire's messages share it with them, and picks the
  * policy.  Where the two disagree, the sum can prefer many collectives
- * that each hide alone but not together (measured: resnet50 on 4 ranks at
- * 1 Gbit/s, the sum's choice 3.87 s an iteration, the timeline's 3.40).
+ * that each hide alone but not together (docs/planner-model.md, "What the rules rest on").
  * So the solution is improved on the timeline itself by moves that set
  * one layer's candidate, and also every earlier layer's, or every later
  * one's up to a cut point of the graph (the end of a residual block, or
@@ -326,11 +325,8 @@ int plan_fit_memory(const struct graph *G, double mem_limit, int *choice, double
 
 /* The elimination's choice improved on the timeline, from two starts: the
  * choice and the best uniform plan.  The refinement is a local search, and
- * a plan it stops at can need two moves at once to leave (resnet50 at
- * batch 8192 on 1024 Lassen ranks: conv26 split by n512c2 keeps the
- * buckets from paying for the last stage's n256c2f2, which alone pays
- * 9.5%).  Then a mix must beat the uniform plans by the margin
- * (keep_best). */
+ * a plan it stops at can need two moves at once to leave (docs/planner-model.md, "What the rules rest on").
+ * Then a mix must beat the uniform plans by the margin (keep_best). */
 void plan_improve(const struct model *m, const struct graph *G, const struct sc_plan_opts *o, int *choice)
 {
     int uni[G->n], from_uni[G->n], cut[G->n], pol, nb = cut_points(G, cut);

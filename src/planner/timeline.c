@@ -24,10 +24,9 @@ const char *const plan_policy_name[] = {"layer", "bucket:25", "end"};
  *   issued during backward measured slower than one at the end
  *   (bench/plan-validate, docs/results.md); with more workers than cores it also
  *   waits once behind a backward task of its layer, its own time
- *   (behind): measured on 4 ranks sharing 2 cores, per-layer collectives
- *   cost 0.6-2.5 ms each beyond their calibrated time (lenet, wide,
- *   mesh128, resnet50), about one such task (the cause is not traced
- *   further); on a core each they did not;
+ *   (behind): with ranks sharing cores, per-layer collectives cost about
+ *   one such task each beyond their calibrated time, on a core each they
+ *   did not (docs/planner-model.md, "What the rules rest on");
  * - else, with more workers than cores (m->steal), the part of it that
  *   needs a core (its tasks, about 4 per step of the ring) takes turns with
  *   the workers there, and delays the compute by as much times the
@@ -50,11 +49,8 @@ static void collective(const struct model *m, double *t, double *chan, int group
 /* The wire shared by flows (collectives, a layer's messages) that arrive
  * at arr[i] (in any order) and need work[i] seconds of it alone: it
  * serves every flow in flight at once, each at 1/n of its speed
- * (processor sharing, not first come first served, since issue 18's
- * window lets a later collective pass: traced at 1 Gbit/s on 2 ranks,
- * mesh128's allreduces of conv13-18 travel at once, each 22-80 ms from
- * its first transfer to its last where alone it takes 5.4-11.1, and
- * conv1's, issued after them, takes 0.2 ms).  Sets done[i]. */
+ * (processor sharing, not first come first served, since the ring's
+ * window lets a later collective pass; docs/planner-model.md, "What the rules rest on").  Sets done[i]. */
 static void share_wire(int n, const double *arr, const double *work, double *done)
 {
     int order[n > 0 ? n : 1], flying[n > 0 ? n : 1], nfly = 0, next = 0;
@@ -172,10 +168,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         flow_of[v] = -1;
         /* On one wire, the layer's messages and the collectives still in
          * flight share it: each goes at half speed while both run, so
-         * both end later by the shorter of the two (measured at 1 Gbit/s
-         * on 4 ranks: resnet50's n2c2 and n2f2 took 1.33 and 1.35 times
-         * the prediction that let the collectives' traffic overlap the
-         * channel collectives'). */
+         * both end later by the shorter of the two (docs/planner-model.md, "What the rules rest on"). */
         double msgs = c->msgs_b + ebwd[v], rest = chan - (t + c->bwd - c->msgs_b);
         if (m->one_link && msgs > 0) {
             FLOW(t + c->bwd - c->msgs_b, msgs);
