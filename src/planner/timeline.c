@@ -245,11 +245,9 @@ static double timeline(const struct model *m, const struct graph *G, const int *
      * finds the wire busy with probability wire / T and then waits half of
      * that queue on average, so the chain of compute and messages takes
      * chain + rounds x wait / 2 x wire / T = T; solved,
-     * T = (chain + sqrt(chain^2 + 2 rounds wait wire)) / 2.  Measured at
-     * 1 Gbit/s: a small message sent during an 8 MiB allreduce waited
-     * 4.5 ms more on 2 ranks and 13.3 ms on 4 (this gives 4.2 and 12.6);
-     * mesh128's spatial splits took 1.19-1.35 times the one-iteration
-     * timeline, which lets those waits hide behind the wire. */
+     * T = (chain + sqrt(chain^2 + 2 rounds wait wire)) / 2 (docs/
+     * planner-model.md, "What the rules rest on", has what it was fitted
+     * to). */
     if (m->one_link && pol != POL_END && wire > 0 && rounds > 0) {
         const double segment = 512 * 1024;
         double wait = (m->P - 1) * segment * m->c->p2p_beta / m->P, c = chain + upd;
