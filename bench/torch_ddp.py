@@ -3,7 +3,8 @@
 
   torch_ddp.py --model M --batch B --iters N [--procs 2] [--threads 1] [--warmup W]
 
-Trains model M (models/M.cfg or a .cfg path) on Fashion-MNIST with DDP (gloo,
+Trains model M (models/M.cfg or a .cfg path) on Fashion-MNIST (or, with
+--data synthetic:CxHxW:K, on random images) with DDP (gloo,
 world size = procs, processes spawned by torch.multiprocessing on
 127.0.0.1 and a free port), torch.optim.SGD lr 0.01 momentum 0.9, samples in
 order without shuffling: global batch i is samples [i*B, (i+1)*B) and rank r
@@ -60,6 +61,35 @@ def worker(rank, args, port):
         dist.destroy_process_group()
 
 
+def parse_synthetic(data):
+    """synthetic:CxHxW:K -> (C, H, W, K), None for anything else."""
+    if not data or not data.startswith("synthetic:"):
+        return None
+    try:
+        shape, k = data[len("synthetic:"):].split(":")
+        c, h, w = (int(v) for v in shape.split("x"))
+        k = int(k)
+    except ValueError:
+        raise sc_torch.ScError("%s: expected synthetic:CxHxW:K" % data)
+    if min(c, h, w, k) < 1:
+        raise sc_torch.ScError("%s: every extent must be positive" % data)
+    return c, h, w, k
+
+
+def load_data(data, spec, batch, seed):
+    """Fashion-MNIST (uint8), or for synthetic:CxHxW:K two global batches of
+    random float images made once, so that the timed loop does not include
+    generating them (starconv generates its synthetic batches as tasks)."""
+    syn = parse_synthetic(data)
+    if syn is None:
+        return sc_torch.load_idx(data, "train")
+    c, h, w, k = syn
+    if k != spec.classes:
+        raise sc_torch.ScError("%s has %d classes, the data set %d" % (spec.path, spec.classes, k))
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(2 * batch, c, h, w, generator=g), torch.randint(0, k, (2 * batch,), generator=g)
+
+
 def run(rank, args):
     spec = sc_torch.load_cfg(args.model)
     torch.manual_seed(args.seed)
@@ -70,7 +100,7 @@ def run(rank, args):
         sc_torch.load_checkpoint(args.init, model, opt)
     ddp = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's parameters
     loss_fn = nn.CrossEntropyLoss()
-    images, labels = sc_torch.load_idx(args.data, "train")
+    images, labels = load_data(args.data, spec, args.batch, args.seed)
     if tuple(images.shape[1:]) != (spec.channels, spec.height, spec.width):
         raise sc_torch.ScError("%s expects %dx%dx%d inputs, the data set has %s"
                                % (spec.path, spec.channels, spec.height, spec.width,
@@ -87,7 +117,8 @@ def run(rank, args):
             t0 = time.perf_counter()
         start, _ = sc_torch.batch_range(i, args.batch, n)
         lo = start + rank * local
-        x = sc_torch.to_input(images[lo:lo + local])
+        x = images[lo:lo + local]
+        x = sc_torch.to_input(x) if x.dtype == torch.uint8 else x
         y = labels[lo:lo + local]
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(ddp(x), y)
@@ -129,7 +160,8 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.0)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--data", default=None,
-                    help="IDX directory (default $STARCONV_DATA or %s)" % sc_torch.DEFAULT_DATA_DIR)
+                    help="IDX directory (default $STARCONV_DATA or %s), or synthetic:CxHxW:K"
+                    % sc_torch.DEFAULT_DATA_DIR)
     ap.add_argument("--init", metavar="CKPT",
                     help="start from this checkpoint (else seeded PyTorch init); batches still start at 0")
     ap.add_argument("--save", metavar="PATH", help="rank 0 writes the final checkpoint here")
@@ -145,7 +177,10 @@ def main():
         ap.error("--warmup must be in [0, --iters)")
     try:
         args.model = sc_torch.resolve_model(args.model)
-        sc_torch.load_cfg(args.model)  # report cfg errors before spawning
+        spec = sc_torch.load_cfg(args.model)  # report cfg errors before spawning
+        syn = parse_synthetic(args.data)
+        if syn and syn[3] != spec.classes:
+            raise sc_torch.ScError("%s has %d classes, --data %s has %d" % (args.model, spec.classes, args.data, syn[3]))
     except sc_torch.ScError as e:
         sys.exit("torch_ddp: %s" % e)
     # Each process sets its own thread count; this keeps OpenMP from
