@@ -245,11 +245,12 @@ def parse_model_text(text, path="<string>"):
             k = s.get_int("size", None, 1, 1024)
             st = s.get_int("stride", 1, 1, 1024)
             p = s.get_int("pad", 0, 0, 1024)
+            bias = s.get_int("bias", 1, 0, 1)
             act = s.get_str("activation", "linear", ("relu", "linear"))
             oh, ow = _out_size(shape[1], k, st, p), _out_size(shape[2], k, st, p)
             if oh < 1 or ow < 1:
                 raise ScError("%s:%d: kernel %d larger than the padded input %dx%d" % (path, line, k, shape[1], shape[2]))
-            layers.append(LayerSpec("conv", cin=shape[0], filters=f, size=k, stride=st, pad=p,
+            layers.append(LayerSpec("conv", cin=shape[0], filters=f, size=k, stride=st, pad=p, bias=bool(bias),
                                     relu=(act == "relu"), out=(f, oh, ow), modules=1 + (act == "relu"), **common))
         elif sname == "batchnorm":
             act = s.get_str("activation", "linear", ("relu", "linear"))
@@ -335,7 +336,7 @@ def _layer_modules(L):
     """The modules of one layer, in order (their indices: L.torch_index, +1,
     ...); the nn.Flatten before the first [connected] is not among them."""
     if L.kind == "conv":
-        mods = [nn.Conv2d(L.cin, L.filters, L.size, L.stride, L.pad)]
+        mods = [nn.Conv2d(L.cin, L.filters, L.size, L.stride, L.pad, bias=L.bias)]
     elif L.kind == "batchnorm":
         mods = [nn.BatchNorm2d(L.channels, eps=1e-5, momentum=0.1)]
     elif L.kind == "maxpool":

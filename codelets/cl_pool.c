@@ -1,6 +1,6 @@
 /* Max and average pooling, forward and backward: on CPU workers through
- * oneDNN (kernels/pool.c), on CUDA workers through our own kernels
- * (kernels/pool_cuda.c).  Max pooling's forward leaves in a workspace
+ * kernels/pool.c (max pooling in plain loops, average through oneDNN), on
+ * CUDA workers through our own kernels (kernels/pool_cuda.c).  Max pooling's forward leaves in a workspace
  * which input won each window; the backward reads it instead of
  * recomputing. */
 #include "cl_common.h"

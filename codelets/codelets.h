@@ -69,7 +69,7 @@ int sc_insert_conv_bwd_data(const struct sc_task_opts *opts, const struct sc_con
 int sc_insert_conv_bwd_filter(const struct sc_task_opts *opts, const struct sc_conv_args *a, starpu_data_handle_t x,
                               starpu_data_handle_t dy, starpu_data_handle_t dparams, const char *name);
 
-/* ---- pooling (oneDNN; struct sc_pool_args and sc_pool_workspace_bytes in kernels/kernels.h) ---- */
+/* ---- pooling (kernels/pool.c; struct sc_pool_args and sc_pool_workspace_bytes in kernels/kernels.h) ---- */
 /* R x, W y, W ws (uint8 vector of sc_pool_workspace_bytes; ignored, may be
  * a 1-byte handle, for average pooling) */
 int sc_insert_pool_fwd(const struct sc_task_opts *opts, const struct sc_pool_args *a, starpu_data_handle_t x,

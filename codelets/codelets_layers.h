@@ -23,6 +23,8 @@
  * and backward:
  *   sc_insert_bn_bwd_stats on each tile -> add up -> sc_insert_bn_bwd_data
  *   on each tile, sc_insert_bn_param_grad once.
+ * Where nothing needs adding up (one tile, no ranks to sum over), the
+ * fused tasks below do each pass in one task.
  * stats and dstats are double vectors of 2c: [sum over the channel | sum of
  * squares] (stats) or [sum dy | sum dy*xhat] (dstats).  params is the
  * layer's float vector [gamma[c] | beta[c]].  struct sc_bn_args:
@@ -75,6 +77,37 @@ int sc_insert_bn_bwd_data(const struct sc_task_opts *opts, const struct sc_bn_ar
                           starpu_data_handle_t x, starpu_data_handle_t dy, starpu_data_handle_t params,
                           starpu_data_handle_t saved, starpu_data_handle_t dstats, starpu_data_handle_t dx,
                           const char *name);
+
+/* The fused tasks (cl_bn_fused.c): the kernels of the tasks above, in
+ * their order, in one task, with the same results bit for bit.
+ * bn_fwd_whole, where the statistics need no sum over tiles or ranks
+ * (count: the tile's own n*hw): bn_stats into W stats, then bn_fwd, then,
+ * when running is not NULL, the (ungated) running update of RW running
+ * from stats; a NULL running leaves stats for a later
+ * sc_insert_bn_running_update. */
+int sc_insert_bn_fwd_whole(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
+                           starpu_data_handle_t x, starpu_data_handle_t params, starpu_data_handle_t y,
+                           starpu_data_handle_t stats, starpu_data_handle_t saved, starpu_data_handle_t running,
+                           const char *name);
+/* bn_fwd with R stats already summed, then the running update of RW
+ * running (not NULL) from them: the forward of one tile of several. */
+int sc_insert_bn_fwd_running(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
+                             starpu_data_handle_t x, starpu_data_handle_t stats, starpu_data_handle_t params,
+                             starpu_data_handle_t y, starpu_data_handle_t saved, starpu_data_handle_t running,
+                             const char *name);
+/* a->relu = 1: ReLU's backward of RW dy with R y (sc_insert_relu_bwd: dy
+ * is 0 where y is not positive, in place), then bn_bwd_stats. */
+int sc_insert_bn_bwd_stats_relu(const struct sc_task_opts *opts, const struct sc_bn_args *a, starpu_data_handle_t x,
+                                starpu_data_handle_t dy, starpu_data_handle_t y, starpu_data_handle_t saved,
+                                starpu_data_handle_t dstats, const char *name);
+/* The whole backward where the statistics need no sum: with a->relu,
+ * ReLU's backward of RW dy with R y (y: NULL exactly when a->relu is 0,
+ * and dy is then R); bn_bwd_stats into W dstats; bn_param_grad into W
+ * dparams; bn_bwd_data into W dx. */
+int sc_insert_bn_bwd_whole(const struct sc_task_opts *opts, const struct sc_bn_args *a, double count,
+                           starpu_data_handle_t x, starpu_data_handle_t dy, starpu_data_handle_t y,
+                           starpu_data_handle_t params, starpu_data_handle_t saved, starpu_data_handle_t dstats,
+                           starpu_data_handle_t dparams, starpu_data_handle_t dx, const char *name);
 
 /* ---- residual add: R a, R b, W y: y[i] = a[i] + b[i] for i < n, then
  * max(0, .) when relu ---- */

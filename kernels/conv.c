@@ -151,7 +151,10 @@ static void *conv_bwd_filter_create(const void *key)
     dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
     CONV_GEOMETRY(a);
     conv_mds(&m, a, 1);
-    conv_mds(&any, a, 0);
+    /* As for backward data: with a few input channels the plain
+     * (gemm-based) kernel is faster than a blocked one with the reorders
+     * of x and dy it needs. */
+    conv_mds(&any, a, a->c <= 4);
     if (hint &&
         dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
                                                     a->nobias ? NULL : &m.b, &any.y, strides, pad_l,

@@ -8,8 +8,9 @@
  * outputs invalid and returns; the training loop reads the record at its
  * next sync point and stops there.
  *
- * This header: the library kernels (convolution and pooling through
- * oneDNN, the fully connected layer through CBLAS) and the worker state;
+ * This header: the library kernels (convolution through oneDNN, pooling
+ * (max pooling in plain loops, average through oneDNN), the fully
+ * connected layer through CBLAS) and the worker state;
  * the others are in the headers beside it (bn.h, loss.h, vector.h,
  * load.h, region.h, synth.h), the CUDA side in cuda_ctx.h and cuda/. */
 #ifndef SC_KERNELS_H
@@ -41,8 +42,9 @@ struct sc_pool_args {
 };
 /* Bytes of the max-pooling workspace for these args (0 for average). */
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
-/* The oneDNN implementation pooling runs with, as oneDNN names it (e.g.
- * "jit:avx2"), into buf; 0, or -1 when there is none. */
+/* The implementation pooling runs with, into buf: "starconv:nchw" for max
+ * pooling, oneDNN's name for average pooling (e.g. "jit:avx2"); 0, or -1
+ * when there is none. */
 int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n);
 
 /* ---- fully connected ---- */
@@ -111,7 +113,8 @@ enum sc_pool_dir {
     SC_POOL_FWD = 0, /* in x -> out y; ws: the max-pooling workspace written */
     SC_POOL_BWD = 1, /* in dy -> out dx; ws read */
 };
-/* Convolution and pooling through oneDNN, on w's stream and primitives. */
+/* Convolution (and average pooling) through oneDNN, on w's stream and
+ * primitives. */
 void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const struct sc_conv_args *a, const float *in0,
                      const float *in1, float *out, float *bias);
 void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,

@@ -1,10 +1,25 @@
-/* Max and average pooling, forward and backward, through oneDNN
- * (kernels.h). */
+/* Max and average pooling, forward and backward (kernels.h): average
+ * pooling through oneDNN, max pooling in plain loops on NCHW.
+ *
+ * Why max pooling is ours: oneDNN 2.6 pools NCHW with a jit kernel only on
+ * AVX-512, and even its jit kernels write their workspace (the argmax) in
+ * a slow path; with the reorders between NCHW and a blocked layout around
+ * them, max pooling cost as much as the convolution beside it.  A max is
+ * exact, so the loops below give oneDNN's outputs bit for bit; the
+ * workspace is the one kernels/cuda/sc_kernels_nn.cu writes (the index of
+ * the first maximum in the window, kh * kw_extent + kw, one byte per output
+ * in NCHW order, int32 from 256 window positions), so that a forward and a
+ * backward may run on different kinds of workers. */
 #include "onednn.h"
 
+#include <float.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #define POOL_GEOMETRY(a)                                                                                               \
     dnnl_dims_t strides = {(a)->sh, (a)->sw}, kernel = {(a)->kh, (a)->kw}, pad_l = {(a)->ph, (a)->pw},                 \
@@ -13,12 +28,10 @@
 
 static dnnl_alg_kind_t pool_alg(const struct sc_pool_args *a)
 {
-    return a->max           ? dnnl_pooling_max
-           : a->include_pad ? dnnl_pooling_avg_include_padding
-                            : dnnl_pooling_avg_exclude_padding;
+    return a->include_pad ? dnnl_pooling_avg_include_padding : dnnl_pooling_avg_exclude_padding;
 }
 
-/* The layouts pooling is tried in, the caller's first.  oneDNN 2.6 pools
+/* The layouts average pooling is tried in, the caller's first.  oneDNN 2.6 pools
  * NCHW with a jit kernel only on AVX-512; elsewhere (AVX2) NCHW gets its
  * reference kernel, several times slower than a blocked layout with its
  * reorders both ways, so a blocked layout is used where NCHW has no jit
@@ -58,9 +71,8 @@ static dnnl_primitive_desc_t pool_fwd_pd_in(const struct sc_pool_args *a, int t)
     return pd;
 }
 
-/* Shared by the kernel and sc_pool_workspace_bytes, so that both agree on
- * the workspace layout: the first layout of pool_tags with a jit kernel,
- * else NCHW; its index goes to *tag unless tag is NULL. */
+/* The first layout of pool_tags with a jit kernel, else NCHW; its index
+ * goes to *tag unless tag is NULL. */
 static dnnl_primitive_desc_t pool_fwd_pd(const struct sc_pool_args *a, int *tag)
 {
     for (int t = 0; t < POOL_NTAGS; t++) {
@@ -78,20 +90,25 @@ static dnnl_primitive_desc_t pool_fwd_pd(const struct sc_pool_args *a, int *tag)
     return pool_fwd_pd_in(a, 0);
 }
 
+/* Whether the window indices need int32 (as the CUDA kernels decide). */
+static int ws_wide(const struct sc_pool_args *a)
+{
+    return a->kh * a->kw >= 256;
+}
+
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a)
 {
     if (!a->max)
         return 0;
-    dnnl_primitive_desc_t pd = pool_fwd_pd(a, NULL);
-    if (!pd)
-        return 0;
-    size_t bytes = dnnl_memory_desc_get_size(dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0));
-    dnnl_primitive_desc_destroy(pd);
-    return bytes;
+    return (size_t)a->n * a->c * a->oh * a->ow * (ws_wide(a) ? sizeof(int32_t) : 1);
 }
 
 int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n)
 {
+    if (a->max) {
+        snprintf(buf, n, "starconv:nchw");
+        return 0;
+    }
     dnnl_primitive_desc_t pd = pool_fwd_pd(a, NULL);
     const char *impl = pd ? pool_impl_name(pd) : NULL;
     int ok = impl != NULL;
@@ -102,14 +119,188 @@ int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n)
     return ok ? 0 : -1;
 }
 
-/* What one direction caches: the primitive, what it reads and writes
- * (each with its reorder from or to the caller's NCHW when the primitive
- * runs blocked) and, for max pooling, the workspace, which stays in the
- * primitive's layout between forward and backward. */
+static void ws_put(void *ws, int wide, size_t i, int idx)
+{
+    if (wide)
+        ((int32_t *)ws)[i] = idx;
+    else
+        ((uint8_t *)ws)[i] = (uint8_t)idx;
+}
+
+static int ws_get(const void *ws, int wide, size_t i)
+{
+    return wide ? ((const int32_t *)ws)[i] : ((const uint8_t *)ws)[i];
+}
+
+/* 2x2 windows at stride 2 without padding, the common case: two rows in,
+ * one out, no bounds to test, four outputs at a time where SSE2 is there.
+ * The maximum of each row's pair, then of the two: the first maximum in
+ * row-major order, as the general loop finds it, for every window without
+ * a NaN. */
+static inline void max_2x2_one(const float *r0, const float *r1, float *y, uint8_t *ws)
+{
+    int i0 = r0[1] > r0[0], i1 = r1[1] > r1[0];
+    float m0 = i0 ? r0[1] : r0[0], m1 = i1 ? r1[1] : r1[0];
+    int second = m1 > m0;
+    *y = second ? m1 : m0;
+    *ws = (uint8_t)(second ? 2 + i1 : i0);
+}
+
+#ifdef __SSE2__
+static inline __m128 pick(__m128 c, __m128 a, __m128 b)
+{
+    return _mm_or_ps(_mm_and_ps(c, a), _mm_andnot_ps(c, b));
+}
+
+/* max_2x2_one on outputs j..j+3 */
+static inline void max_2x2_four(const float *r0, const float *r1, float *y, uint8_t *ws)
+{
+    __m128 p0 = _mm_loadu_ps(r0), q0 = _mm_loadu_ps(r0 + 4), p1 = _mm_loadu_ps(r1), q1 = _mm_loadu_ps(r1 + 4);
+    __m128 a0 = _mm_shuffle_ps(p0, q0, _MM_SHUFFLE(2, 0, 2, 0)), a1 = _mm_shuffle_ps(p0, q0, _MM_SHUFFLE(3, 1, 3, 1));
+    __m128 b0 = _mm_shuffle_ps(p1, q1, _MM_SHUFFLE(2, 0, 2, 0)), b1 = _mm_shuffle_ps(p1, q1, _MM_SHUFFLE(3, 1, 3, 1));
+    __m128 c0 = _mm_cmpgt_ps(a1, a0), c1 = _mm_cmpgt_ps(b1, b0);
+    __m128 m0 = pick(c0, a1, a0), m1 = pick(c1, b1, b0), c2 = _mm_cmpgt_ps(m1, m0);
+    _mm_storeu_ps(y, pick(c2, m1, m0));
+    __m128i one = _mm_set1_epi32(1), c2i = _mm_castps_si128(c2);
+    __m128i i0 = _mm_and_si128(_mm_castps_si128(c0), one);
+    __m128i i1 = _mm_add_epi32(_mm_and_si128(_mm_castps_si128(c1), one), _mm_set1_epi32(2));
+    __m128i idx = _mm_or_si128(_mm_and_si128(c2i, i1), _mm_andnot_si128(c2i, i0));
+    idx = _mm_packs_epi32(idx, idx);
+    int bytes = _mm_cvtsi128_si32(_mm_packus_epi16(idx, idx));
+    memcpy(ws, &bytes, 4);
+}
+#endif
+
+static void max_fwd_2x2(const struct sc_pool_args *a, const float *x, float *y, uint8_t *ws)
+{
+    size_t planes = (size_t)a->n * a->c;
+    for (size_t p = 0; p < planes; p++) {
+        const float *xp = x + p * a->h * a->w;
+        for (int oh = 0; oh < a->oh; oh++) {
+            const float *r0 = xp + (size_t)2 * oh * a->w, *r1 = r0 + a->w;
+            size_t o = (p * a->oh + oh) * a->ow;
+            int ow = 0;
+#ifdef __SSE2__
+            for (; ow + 4 <= a->ow; ow += 4)
+                max_2x2_four(r0 + 2 * ow, r1 + 2 * ow, y + o + ow, ws + o + ow);
+#endif
+            for (; ow < a->ow; ow++)
+                max_2x2_one(r0 + 2 * ow, r1 + 2 * ow, y + o + ow, ws + o + ow);
+        }
+    }
+}
+
+/* Every input of a window gets 0 + its gradient when it was the maximum,
+ * else 0 (0 + g, so that a -0 gradient becomes +0 as in the general
+ * loop's sum); a last odd row or column belongs to no window. */
+static void max_bwd_2x2(const struct sc_pool_args *a, const float *dy, const uint8_t *ws, float *dx)
+{
+    size_t planes = (size_t)a->n * a->c;
+    for (size_t p = 0; p < planes; p++) {
+        float *dxp = dx + p * a->h * a->w;
+        for (int oh = 0; oh < a->oh; oh++) {
+            float *d0 = dxp + (size_t)2 * oh * a->w, *d1 = d0 + a->w;
+            size_t o = (p * a->oh + oh) * a->ow;
+            int ow = 0;
+#ifdef __SSE2__
+            const __m128i zi = _mm_setzero_si128();
+            const __m128 z = _mm_setzero_ps();
+            for (; ow + 4 <= a->ow; ow += 4) {
+                __m128 g = _mm_add_ps(_mm_loadu_ps(dy + o + ow), z);
+                int bytes;
+                memcpy(&bytes, ws + o + ow, 4);
+                __m128i idx = _mm_unpacklo_epi16(_mm_unpacklo_epi8(_mm_cvtsi32_si128(bytes), zi), zi);
+                __m128 e[4];
+                for (int k = 0; k < 4; k++)
+                    e[k] = _mm_and_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(idx, _mm_set1_epi32(k))), g);
+                _mm_storeu_ps(d0 + 2 * ow, _mm_unpacklo_ps(e[0], e[1]));
+                _mm_storeu_ps(d0 + 2 * ow + 4, _mm_unpackhi_ps(e[0], e[1]));
+                _mm_storeu_ps(d1 + 2 * ow, _mm_unpacklo_ps(e[2], e[3]));
+                _mm_storeu_ps(d1 + 2 * ow + 4, _mm_unpackhi_ps(e[2], e[3]));
+            }
+#endif
+            for (; ow < a->ow; ow++) {
+                float g = 0.0f + dy[o + ow];
+                int idx = ws[o + ow];
+                d0[2 * ow] = idx == 0 ? g : 0.0f;
+                d0[2 * ow + 1] = idx == 1 ? g : 0.0f;
+                d1[2 * ow] = idx == 2 ? g : 0.0f;
+                d1[2 * ow + 1] = idx == 3 ? g : 0.0f;
+            }
+            for (int iw = 2 * a->ow; iw < a->w; iw++)
+                d0[iw] = d1[iw] = 0.0f;
+        }
+        if (a->h > 2 * a->oh)
+            memset(dxp + (size_t)2 * a->oh * a->w, 0, (size_t)(a->h - 2 * a->oh) * a->w * sizeof(float));
+    }
+}
+
+static int is_2x2(const struct sc_pool_args *a)
+{
+    return a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && !a->ph && !a->pw && !ws_wide(a);
+}
+
+static void max_fwd(const struct sc_pool_args *a, const float *x, float *y, void *ws)
+{
+    int wide = ws_wide(a);
+    if (is_2x2(a)) {
+        max_fwd_2x2(a, x, y, ws);
+        return;
+    }
+    size_t planes = (size_t)a->n * a->c;
+    for (size_t p = 0; p < planes; p++) {
+        const float *xp = x + p * a->h * a->w;
+        for (int oh = 0; oh < a->oh; oh++)
+            for (int ow = 0; ow < a->ow; ow++) {
+                int ih0 = oh * a->sh - a->ph, iw0 = ow * a->sw - a->pw, idx = 0;
+                float d = -FLT_MAX;
+                for (int kh = 0; kh < a->kh; kh++) {
+                    int ih = ih0 + kh;
+                    if (ih < 0 || ih >= a->h)
+                        continue;
+                    for (int kw = 0; kw < a->kw; kw++) {
+                        int iw = iw0 + kw;
+                        if (iw >= 0 && iw < a->w && xp[(size_t)ih * a->w + iw] > d)
+                            d = xp[(size_t)ih * a->w + iw], idx = kh * a->kw + kw;
+                    }
+                }
+                size_t o = (p * a->oh + oh) * a->ow + ow;
+                y[o] = d;
+                ws_put(ws, wide, o, idx);
+            }
+    }
+}
+
+/* dx: each input the sum, in increasing output order, of the gradients of
+ * the outputs whose maximum it was (the CUDA kernel's gather gives the
+ * same sums in the same order). */
+static void max_bwd(const struct sc_pool_args *a, const float *dy, const void *ws, float *dx)
+{
+    int wide = ws_wide(a);
+    if (is_2x2(a)) {
+        max_bwd_2x2(a, dy, ws, dx);
+        return;
+    }
+    size_t planes = (size_t)a->n * a->c;
+    memset(dx, 0, planes * a->h * a->w * sizeof(float));
+    for (size_t p = 0; p < planes; p++) {
+        float *dxp = dx + p * a->h * a->w;
+        for (int oh = 0; oh < a->oh; oh++)
+            for (int ow = 0; ow < a->ow; ow++) {
+                size_t o = (p * a->oh + oh) * a->ow + ow;
+                int idx = ws_get(ws, wide, o);
+                int ih = oh * a->sh - a->ph + idx / a->kw, iw = ow * a->sw - a->pw + idx % a->kw;
+                dxp[(size_t)ih * a->w + iw] += dy[o];
+            }
+    }
+}
+
+/* What one direction of average pooling caches: the primitive and what it
+ * reads and writes (each with its reorder from or to the caller's NCHW
+ * when the primitive runs blocked). */
 struct pool_prim {
     dnnl_primitive_t p;
     struct sc_io io[2];
-    dnnl_memory_t ws;
 };
 
 static void pool_prim_destroy(void *v)
@@ -119,8 +310,6 @@ static void pool_prim_destroy(void *v)
         dnnl_primitive_destroy(c->p);
     for (int i = 0; i < 2; i++)
         sc_io_destroy(&c->io[i]);
-    if (c->ws)
-        dnnl_memory_destroy(c->ws);
     free(c);
 }
 
@@ -136,11 +325,6 @@ static void *pool_prim_make(dnnl_primitive_desc_t pd, const struct sc_pool_args 
     if (!c || !pd || sc_io_init(&c->io[0], bwd ? &y : &x, dnnl_primitive_desc_query_md(pd, qin, 0), 0) ||
         sc_io_init(&c->io[1], bwd ? &x : &y, dnnl_primitive_desc_query_md(pd, qout, 0), 1))
         goto fail;
-    if (a->max && dnnl_memory_create(&c->ws, dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0),
-                                     sc_dnnl_engine(), DNNL_MEMORY_NONE) != dnnl_success) {
-        c->ws = NULL;
-        goto fail;
-    }
     c->p = sc_prim_from_pd(pd);
     pd = NULL;
     if (c->p)
@@ -182,6 +366,13 @@ void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const str
                      float *out, void *ws)
 {
     int bwd = dir == SC_POOL_BWD;
+    if (a->max) {
+        if (bwd)
+            max_bwd(a, in, ws, out);
+        else
+            max_fwd(a, in, out, ws);
+        return;
+    }
     const char *op = bwd ? "pool_bwd" : "pool_fwd";
     struct pool_prim *c = sc_kernel_worker_prim(w, bwd ? SC_PRIM_POOL_BWD : SC_PRIM_POOL_FWD, a, sizeof *a,
                                                 bwd ? pool_bwd_create : pool_fwd_create, pool_prim_destroy);
@@ -192,10 +383,8 @@ void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const str
         sc_fail_record(op, "out of memory for the primitive's layouts");
         return;
     }
-    dnnl_exec_arg_t args[3] = {{bwd ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC, sc_io_in(&c->io[0], in, s)},
-                               {bwd ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DST, sc_io_out(&c->io[1], out)},
-                               {DNNL_ARG_WORKSPACE, c->ws}};
-    if (!args[0].memory || !args[1].memory || (c->ws && dnnl_memory_set_data_handle(c->ws, ws) != dnnl_success) ||
-        sc_exec(c->p, s, c->ws ? 3 : 2, args) || sc_io_out_done(&c->io[1], s))
+    dnnl_exec_arg_t args[2] = {{bwd ? DNNL_ARG_DIFF_DST : DNNL_ARG_SRC, sc_io_in(&c->io[0], in, s)},
+                               {bwd ? DNNL_ARG_DIFF_SRC : DNNL_ARG_DST, sc_io_out(&c->io[1], out)}};
+    if (!args[0].memory || !args[1].memory || sc_exec(c->p, s, 2, args) || sc_io_out_done(&c->io[1], s))
         sc_fail_record(op, "oneDNN: the primitive or a reorder failed to run");
 }

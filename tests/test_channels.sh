@@ -54,6 +54,23 @@ same 4 1 3 "n2c2" --parallel n2c2
 same 4 1 3 "n2f2" --parallel n2f2
 same 4 1 3 "h2c2" --parallel h2c2
 
+# bias=0: no share of a convolution has a bias (where it has one, only the
+# shares of the first input channels hold it).
+sed 's/^size=3$/size=3\nbias=0/' "$WIDE" >"$WORK/wide-nobias.cfg"
+run 1 1 --model "$WORK/wide-nobias.cfg" $common --iters 3 --save "$WORK/nb-ref.safetensors" >/dev/null ||
+  fail "bias=0: reference run"
+for case in 4:c2f2 2:f2; do
+  np=${case%%:*} grid=${case#*:}
+  if run $np 1 --model "$WORK/wide-nobias.cfg" $common --iters 3 --parallel $grid --save "$WORK/nb.safetensors" \
+    >"$WORK/log" 2>&1 && "$COMPARE" "$WORK/nb.safetensors" "$WORK/nb-ref.safetensors" 1e-5 &&
+    [ "$("$COMPARE" --show "$WORK/nb.safetensors" | grep -c '^[0-9]*\.bias ')" = 1 ]; then
+    ok "bias=0 under $grid matches 1 rank, and only fc has a bias"
+  else
+    fail "bias=0 under $grid"
+    tail -3 "$WORK/log"
+  fi
+done
+
 # Checkpoints hold whole tensors, gathered from the shares: c2f2 for 2
 # iterations, then resumed for the third, gives the bits of 3 at once.
 run 4 1 --model "$WIDE" $common --iters 3 --parallel c2f2 --save "$WORK/c2f2-3.safetensors" >/dev/null 2>&1 &&

@@ -324,16 +324,16 @@ static void test_conv(int n, int c, int h, int w, int f, int kh, int kw, int sh,
 /* ---- pooling ---- */
 
 /* oneDNN 2.6 has no jit kernel for NCHW pooling without AVX-512, and its
- * reference kernel is 20 to 50 times slower: the kernel must find a
- * layout with a jit kernel, which every x86-64 has. */
+ * reference kernel is 20 to 50 times slower: average pooling must find a
+ * layout with a jit kernel, which every x86-64 has (max pooling is ours). */
 static void test_pool_not_reference(void)
 {
-    struct sc_pool_args a = {64, 32, 28, 28, 2, 2, 2, 2, 0, 0, 14, 14, 1, 0};
+    struct sc_pool_args a = {64, 32, 28, 28, 2, 2, 2, 2, 0, 0, 14, 14, 0, 1};
     char impl[64] = "";
     int got = sc_pool_impl(&a, impl, sizeof impl) == 0;
 #if defined(__x86_64__)
     int fast = got && strncmp(impl, "ref", 3) && strncmp(impl, "simple", 6);
-    report(fast, "max pooling 64x32x28x28 runs a jit kernel", 0.0);
+    report(fast, "average pooling 64x32x28x28 runs a jit kernel", 0.0);
     printf("# pooling implementation: %s\n", impl);
 #else
     report(got, "max pooling has an implementation", 0.0);
@@ -732,6 +732,7 @@ int main(void)
 
     /*             max incl n  c   h   w  kh kw sh sw ph pw */
     test_pool(1, 0, 2, 32, 28, 28, 2, 2, 2, 2, 0, 0);
+    test_pool(1, 0, 2, 3, 9, 21, 2, 2, 2, 2, 0, 0); /* 2x2: odd last row and column, a 4-wide body and a tail */
     test_pool(1, 0, 3, 5, 9, 7, 3, 3, 2, 2, 1, 1);
     test_pool(1, 0, 1, 3, 6, 6, 3, 3, 1, 1, 1, 1);
     test_pool(1, 0, 3, 4, 7, 9, 2, 2, 1, 1, 0, 0);

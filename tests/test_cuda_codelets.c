@@ -258,6 +258,29 @@ static int s_bn_param_grad(const void *a, starpu_data_handle_t *h)
 {
     return sc_insert_bn_param_grad(NULL, ((const struct bn_case *)a)->a.c, h[0], h[1], "bn_param_grad");
 }
+static int s_bn_fwd_whole(const void *a, starpu_data_handle_t *h)
+{
+    const struct bn_case *b = a;
+    return sc_insert_bn_fwd_whole(NULL, &b->a, b->count, h[0], h[1], h[2], h[3], h[4], h[5], "bn_fwd_whole");
+}
+static int s_bn_fwd_running(const void *a, starpu_data_handle_t *h)
+{
+    const struct bn_case *b = a;
+    return sc_insert_bn_fwd_running(NULL, &b->a, b->count, h[0], h[1], h[2], h[3], h[4], h[5], "bn_fwd_running");
+}
+static int s_bn_bwd_stats_relu(const void *a, starpu_data_handle_t *h)
+{
+    return sc_insert_bn_bwd_stats_relu(NULL, &((const struct bn_case *)a)->a, h[0], h[1], h[2], h[3], h[4],
+                                       "bn_bwd_stats_relu");
+}
+/* x, dy, [y with ReLU], params, saved, dstats, dparams, dx */
+static int s_bn_bwd_whole(const void *a, starpu_data_handle_t *h)
+{
+    const struct bn_case *b = a;
+    int r = b->a.relu;
+    return sc_insert_bn_bwd_whole(NULL, &b->a, b->count, h[0], h[1], r ? h[2] : NULL, h[2 + r], h[3 + r], h[4 + r],
+                                  h[5 + r], h[6 + r], "bn_bwd_whole");
+}
 static int s_bn_bwd_data(const void *a, starpu_data_handle_t *h)
 {
     const struct bn_case *b = a;
@@ -445,9 +468,61 @@ static void bn_cases(int n, int c, int hw, int relu)
          0,
          s_bn_bwd_data,
          &b},
+        /* the fused tasks (cl_bn_fused.c) */
+        {relu ? "bn_fwd_whole relu" : "bn_fwd_whole",
+         6,
+         {nx, c2, nx, c2, c2, c2},
+         {4, 4, 4, 8, 4, 4},
+         {F_RAND, F_RAND, F_NAN, F_NAN, F_NAN, F_POS},
+         {0, 0, 1, 1, 1, 1},
+         0,
+         s_bn_fwd_whole,
+         &b},
+        {"bn_fwd_running",
+         6,
+         {nx, c2, c2, nx, c2, c2},
+         {4, 8, 4, 4, 4, 4},
+         {F_RAND, F_POS_F64, F_RAND, F_NAN, F_NAN, F_POS},
+         {0, 0, 0, 1, 1, 1},
+         0,
+         s_bn_fwd_running,
+         &b},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         run_case(&t[i]);
+    if (relu) {
+        struct tcase sr = {"bn_bwd_stats_relu",
+                           5,
+                           {nx, nx, nx, c2, c2},
+                           {4, 4, 4, 4, 8},
+                           {F_RAND, F_RAND, F_RAND, F_POS, F_NAN},
+                           {0, 1, 0, 0, 1},
+                           0,
+                           s_bn_bwd_stats_relu,
+                           &b};
+        run_case(&sr);
+        struct tcase w = {"bn_bwd_whole relu",
+                          8,
+                          {nx, nx, nx, c2, c2, c2, c2, nx},
+                          {4, 4, 4, 4, 4, 8, 4, 4},
+                          {F_RAND, F_RAND, F_RAND, F_RAND, F_POS, F_NAN, F_NAN, F_NAN},
+                          {0, 1, 0, 0, 0, 1, 1, 1},
+                          0,
+                          s_bn_bwd_whole,
+                          &b};
+        run_case(&w);
+    } else {
+        struct tcase w = {"bn_bwd_whole",
+                          7,
+                          {nx, nx, c2, c2, c2, c2, nx},
+                          {4, 4, 4, 4, 8, 4, 4},
+                          {F_RAND, F_RAND, F_RAND, F_POS, F_NAN, F_NAN, F_NAN},
+                          {0, 0, 0, 0, 1, 1, 1},
+                          0,
+                          s_bn_bwd_whole,
+                          &b};
+        run_case(&w);
+    }
 }
 
 static void eltwise_cases(void)

@@ -47,6 +47,10 @@ cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[connected]' 'output=7' '[sof
 expect "classes mismatch" "classes=10" 1 $m
 cfg "$net" '[convolutional]' 'filters=4' 'size=3' 'activation=tanh' "$good_tail"
 expect "unknown activation" "tanh" 1 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' 'bias=2' "$good_tail"
+expect "conv bias=2" "m.cfg:8: bias=2 out of range \[0, 1\] in \[convolutional\]" 1 $m
+cfg "$net" '[convolutional]' 'filters=4' 'size=3' 'bias=no' "$good_tail"
+expect "conv bias=no" "m.cfg:8: bad number 'no' for 'bias'" 1 $m
 
 L="--model $MODELS/lenet.cfg --iters 1"
 expect "missing data dir" "dataset-fashion-mnist" 1 $L --data "$WORK/nodata"

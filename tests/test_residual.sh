@@ -15,8 +15,8 @@ zero="0.bias=1e-4 3.bias=1e-4 6.bias=1e-4 8.bias=1e-4 11.bias=1e-4 13.bias=1e-4"
 
 same() { # NP NCPU GRID REF WHAT
   out="$WORK/res-$3-$1-$2.safetensors"
-  if run "$1" "$2" --model "$RES" $common --parallel "$3" --save "$out" >"$WORK/log" 2>&1 &&
-    "$COMPARE" "$out" "$4" 1e-5 $zero; then
+  if run "$1" "$2" --model "${MODEL:-$RES}" $common --parallel "$3" --save "$out" >"$WORK/log" 2>&1 &&
+    "$COMPARE" "$out" "$4" 1e-5 ${zero:-}; then
     ok "residual: $5"
   else
     fail "residual: $5"
@@ -37,6 +37,26 @@ same 2 1 w2 "$WORK/ref.safetensors" "w2 matches 1 rank"
 same 4 1 h2w2 "$WORK/ref.safetensors" "h2w2 matches 1 rank"
 run 2 1 --model "$RES" $common --parallel n2 --save "$WORK/n2.safetensors" >/dev/null || fail "residual: n2"
 same 4 1 n2h2 "$WORK/n2.safetensors" "n2h2 matches n2"
+
+# Without the biases of the convolutions before BN (bias=0): the same
+# under spatial splits and with 2 workers; no bias tensors but BN's and
+# fc's.
+awk '{ l[NR] = $0 } END { for (i = 1; i <= NR; i++) { print l[i]; if (l[i] == "[convolutional]") {
+  for (j = i + 1; j <= NR && substr(l[j], 1, 1) != "["; j++) ; if (l[j] == "[batchnorm]") print "bias=0" } } }' \
+  "$RES" >"$WORK/nobias.cfg"
+run 1 1 --model "$WORK/nobias.cfg" $common --save "$WORK/nb-ref.safetensors" >/dev/null || fail "bias=0: 1-rank reference"
+nbias=$("$COMPARE" --show "$WORK/nb-ref.safetensors" | grep -c '^[0-9]*\.bias ')
+if [ "$nbias" = 7 ]; then
+  ok "bias=0: 7 bias tensors (BN's and fc's)"
+else
+  fail "bias=0: $nbias bias tensors, want 7"
+fi
+zero_saved=$zero
+zero= MODEL="$WORK/nobias.cfg"
+same 1 2 n1 "$WORK/nb-ref.safetensors" "bias=0: 2 workers match 1 worker"
+same 2 1 h2 "$WORK/nb-ref.safetensors" "bias=0: h2 matches 1 rank"
+same 2 1 w2 "$WORK/nb-ref.safetensors" "bias=0: w2 matches 1 rank"
+zero=$zero_saved MODEL=
 
 # refused clearly, exit status 2
 refused() { # WHAT MESSAGE NP CFG [ARGS...]
@@ -62,10 +82,10 @@ refused "a shortcut split unlike its inputs" "must be split like it" 2 "$WORK/sp
 
 # ResNet-50 (224x224x3, 1000 classes) builds and trains on synthetic
 # input, its convolutions split over 2 ranks by rows: one iteration, a
-# finite loss
+# finite loss; torchvision's 25,557,032 parameters (no convolution bias)
 if run 2 1 --model "$MODELS/resnet50.cfg" --data synthetic:3x224x224:1000 --batch 2 --lr 0.01 --iters 1 \
   --log-every 1 --test off --parallel h2 >"$WORK/log" 2>&1 &&
-  grep -q "25583592 parameters" "$WORK/log" && grep -Eq "iter 1 +loss [0-9]+\.[0-9]+" "$WORK/log"; then
+  grep -q "25557032 parameters" "$WORK/log" && grep -Eq "iter 1 +loss [0-9]+\.[0-9]+" "$WORK/log"; then
   ok "resnet50.cfg trains on synthetic:3x224x224:1000 under h2: $(grep -Eo "iter 1 +loss [0-9.]+" "$WORK/log")"
 else
   fail "resnet50.cfg under h2"

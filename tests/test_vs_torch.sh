@@ -1,9 +1,11 @@
 # starconv trains what PyTorch trains: from the same initial checkpoint, 8
-# iterations on 2 ranks (and a residual BN network on 1 rank) (shuffle off, momentum, weight decay) give the
-# weights that torch.optim.SGD gives (relative 1e-4: float32 in two
-# libraries); and a starconv checkpoint loads into PyTorch's nn.Sequential
-# with the test accuracy starconv measured.  Skipped without Debian's
-# python3-torch.
+# iterations on 2 ranks, and a residual BN network on 1 rank with and
+# without the convolutions' biases (shuffle off, momentum, weight decay),
+# give the weights that torch.optim.SGD gives (relative 1e-4: float32 in
+# two libraries); a starconv checkpoint loads into PyTorch's nn.Sequential
+# with the test accuracy starconv measured; a ResNet-50 checkpoint loads
+# into torchvision's resnet50() (where python3-torchvision is installed).
+# Skipped without Debian's python3-torch.
 . "$TOP_SRCDIR/tests/common.sh"
 
 PY=/usr/bin/python3
@@ -44,6 +46,53 @@ else
   fail "residual.cfg differs from PyTorch"
   cat "$WORK/log"
 fi
+# The same network without the biases of the convolutions before BN
+# (bias=0, as torchvision's ResNet-50 has them): PyTorch's replay builds
+# its Conv2d without bias too, and the checkpoint has no such tensors.
+awk '{ l[NR] = $0 } END { for (i = 1; i <= NR; i++) { print l[i]; if (l[i] == "[convolutional]") {
+  for (j = i + 1; j <= NR && substr(l[j], 1, 1) != "["; j++) ; if (l[j] == "[batchnorm]") print "bias=0" } } }' \
+  "$RES" >"$WORK/res-nobias.cfg"
+NB="$WORK/res-nobias.cfg"
+common="--model $NB --batch 32 --lr 0.02 --momentum 0.9 --weight-decay 0.001 --shuffle off --seed 3"
+run 1 1 $common --iters 0 --test off --save "$WORK/nb-init.safetensors" >/dev/null || fail "bias=0: init"
+run 1 1 $common --iters 2 --test off --save "$WORK/nb-final.safetensors" >/dev/null || fail "bias=0: 2 iterations"
+nbias=$("$COMPARE" --show "$WORK/nb-init.safetensors" | grep -c '^[0-9]*\.bias ')
+if [ "$(grep -c '^bias=0$' "$NB")" = 6 ] && [ "$nbias" = 7 ] &&
+  "$PY" "$CHECK" --model "$NB" --init "$WORK/nb-init.safetensors" --final "$WORK/nb-final.safetensors" \
+    --iters 2 --batch 32 --lr 0.02 --momentum 0.9 --weight-decay 0.001 --data "$DATA" >"$WORK/log" 2>&1; then
+  ok "residual.cfg with bias=0 on its 6 convolutions before BN: 7 bias tensors left (BN's, fc's), matches PyTorch"
+else
+  fail "residual.cfg with bias=0: $(grep -c '^bias=0$' "$NB") bias=0 lines, $nbias bias tensors, or differs from PyTorch"
+  cat "$WORK/log"
+fi
+
+# A ResNet-50 checkpoint (models/resnet50.cfg on 64x64 images, for time)
+# loads into torchvision's resnet50() under strict names, with the logits
+# of the cfg's own PyTorch model; another model's is refused.
+if "$PY" -c 'import torchvision' 2>/dev/null; then
+  TV="$TOP_SRCDIR/bench/resnet50_torchvision.py"
+  sed 's/^height=224$/height=64/; s/^width=224$/width=64/' "$MODELS/resnet50.cfg" >"$WORK/r50.cfg"
+  run 1 1 --model "$WORK/r50.cfg" --data synthetic:3x64x64:1000 --batch 2 --iters 2 --test off \
+    --save "$WORK/r50.safetensors" >/dev/null 2>&1 || fail "resnet50 (64x64): 2 iterations"
+  if "$PY" "$TV" "$WORK/r50.safetensors" --model "$WORK/r50.cfg" --check >"$WORK/log" 2>&1 &&
+    grep -q ' 25557032 parameters$' "$WORK/log" && grep -q '^same: ' "$WORK/log"; then
+    ok "ResNet-50 checkpoint in torchvision's resnet50(): $(tr '\n' ' ' <"$WORK/log")"
+  else
+    fail "ResNet-50 checkpoint in torchvision's resnet50()"
+    cat "$WORK/log"
+  fi
+  "$PY" "$TV" "$WORK/res-init.safetensors" --model "$RES" >"$WORK/log" 2>&1
+  rc=$?
+  if [ $rc -eq 2 ] && [ "$(grep -c . "$WORK/log")" -eq 1 ]; then
+    ok "resnet50_torchvision.py refuses another model: $(cat "$WORK/log")"
+  else
+    fail "resnet50_torchvision.py on residual.cfg: exit $rc (want 2 and one line)"
+    cat "$WORK/log"
+  fi
+else
+  echo "note: no torchvision (Debian package python3-torchvision): the ResNet-50 name map is not checked"
+fi
+
 # eval_in_torch NP NCPU MODEL ITERS WHAT: a checkpoint trained on NP ranks
 # evaluates in PyTorch (eval mode) to the test accuracy starconv measured
 eval_in_torch() {

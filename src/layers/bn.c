@@ -22,7 +22,7 @@
 struct bn_state {
     int relu, sample_stats;
     struct sc_tensor stats, dstats, saved, running;
-    char stats_name[48], fwd[48], bwd_data[48], bwd_stats[48], param_grad[48], relu_bwd[48], running_name[48];
+    char stats_name[48], fwd[48], bwd[48], bwd_data[48], bwd_stats[48], param_grad[48], running_name[48];
 };
 
 static int bn_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
@@ -66,7 +66,7 @@ static int bn_shapes(struct sc_layer *l, int max_n)
     snprintf(p->bwd_data, sizeof(p->bwd_data), "%s.bwd_data", l->name);
     snprintf(p->bwd_stats, sizeof(p->bwd_stats), "%s.bwd_stats", l->name);
     snprintf(p->param_grad, sizeof(p->param_grad), "%s.param_grad", l->name);
-    snprintf(p->relu_bwd, sizeof(p->relu_bwd), "%s.relu_bwd", l->name);
+    snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
     snprintf(p->running_name, sizeof(p->running_name), "%s.running", l->name);
     return 0;
 }
@@ -143,6 +143,15 @@ static int reduce(const struct sc_layer *l, const struct sc_tile_io *io, int nti
     return 0;
 }
 
+/* 1 when the statistics are the tile's own: one tile, and no sums over the
+ * ranks that hold the other blocks of its samples.  Each pass is then one
+ * task (codelets/cl_bn_fused.c). */
+static int whole_tile(const struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
+{
+    const struct bn_state *p = l->priv;
+    return ntiles == 1 && io[0].n && !(p->sample_stats && io[0].group_sum);
+}
+
 static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
 {
     struct bn_state *p = l->priv;
@@ -156,6 +165,15 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
         }
         return 0;
     }
+    double count = stats_count(l, io, ntiles);
+    /* under a gate, the running update waits for bn_update_buffers, once
+     * the batch is known to be applied */
+    starpu_data_handle_t running = io[0].gate ? NULL : sc_tensor_handle(&p->running, 0);
+    if (whole_tile(l, io, ntiles)) {
+        struct sc_bn_args a = bn_args(l, &io[0]);
+        return sc_insert_bn_fwd_whole(io[0].task, &a, count, io[0].x, io[0].params, io[0].y,
+                                      sc_tensor_handle(&p->stats, 0), sc_tensor_handle(&p->saved, 0), running, p->fwd);
+    }
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
         if (io[t].n &&
@@ -164,18 +182,23 @@ static int bn_forward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int
     }
     if ((err = reduce(l, io, ntiles, sc_tensor_handles(&p->stats), 0)))
         return err;
-    double count = stats_count(l, io, ntiles);
+    /* the running update rides with tile 0's forward, which reads the sums */
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_fwd(io[t].task, &a, count, io[t].x, sc_tensor_handle(&p->stats, 0),
-                                               io[t].params, io[t].y, sc_tensor_handle(&p->saved, t), p->fwd)))
+        starpu_data_handle_t x = io[t].x, st = sc_tensor_handle(&p->stats, 0), sv = sc_tensor_handle(&p->saved, t);
+        if (!io[t].n)
+            continue;
+        err = t == 0 && running
+                  ? sc_insert_bn_fwd_running(io[t].task, &a, count, x, st, io[t].params, io[t].y, sv, running, p->fwd)
+                  : sc_insert_bn_fwd(io[t].task, &a, count, x, st, io[t].params, io[t].y, sv, p->fwd);
+        if (err)
             return err;
     }
-    if (io[0].gate)
-        return 0; /* bn_update_buffers, once the batch is known to be applied */
+    if (!running || io[0].n)
+        return 0;
     struct sc_bn_args a = bn_args(l, &io[0]);
-    return sc_insert_bn_running_update(io[0].task, &a, count, sc_tensor_handle(&p->stats, 0),
-                                       sc_tensor_handle(&p->running, 0), NULL, p->running_name);
+    return sc_insert_bn_running_update(io[0].task, &a, count, sc_tensor_handle(&p->stats, 0), running, NULL,
+                                       p->running_name);
 }
 
 static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
@@ -186,21 +209,28 @@ static int bn_update_buffers(struct sc_layer *l, const struct sc_tile_io *io, in
                                        sc_tensor_handle(&p->running, 0), io[0].gate, p->running_name);
 }
 
-static int bn_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
-{
-    struct bn_state *p = l->priv;
-    size_t n = (size_t)io->n * l->out.c * pixels(l, io);
-    return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->relu_bwd) : 0;
-}
-
+/* ReLU's backward (dy in place, as sc_insert_relu_bwd) is part of the
+ * backward's first task: the layer is pointwise, so no halo of dy is
+ * exchanged between the two. */
 static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, int ntiles)
 {
     struct bn_state *p = l->priv;
     int err;
+    double count = stats_count(l, io, ntiles);
+    if (whole_tile(l, io, ntiles) && io[0].dparams && io[0].dx) {
+        struct sc_bn_args a = bn_args(l, &io[0]);
+        return sc_insert_bn_bwd_whole(io[0].task, &a, count, io[0].x, io[0].dy, p->relu ? io[0].y : NULL, io[0].params,
+                                      sc_tensor_handle(&p->saved, 0), sc_tensor_handle(&p->dstats, 0), io[0].dparams,
+                                      io[0].dx, p->bwd);
+    }
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
-        if (io[t].n && (err = sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, sc_tensor_handle(&p->saved, t),
-                                                     sc_tensor_handle(&p->dstats, t), p->bwd_stats)))
+        starpu_data_handle_t sv = sc_tensor_handle(&p->saved, t), ds = sc_tensor_handle(&p->dstats, t);
+        if (!io[t].n)
+            continue;
+        err = p->relu ? sc_insert_bn_bwd_stats_relu(io[t].task, &a, io[t].x, io[t].dy, io[t].y, sv, ds, p->bwd_stats)
+                      : sc_insert_bn_bwd_stats(io[t].task, &a, io[t].x, io[t].dy, sv, ds, p->bwd_stats);
+        if (err)
             return err;
     }
     /* each tile's own parameter gradient, before the sums overwrite its
@@ -212,7 +242,6 @@ static int bn_backward_tiles(struct sc_layer *l, const struct sc_tile_io *io, in
             return err;
     if ((err = reduce(l, io, ntiles, sc_tensor_handles(&p->dstats), 1)))
         return err;
-    double count = stats_count(l, io, ntiles);
     for (int t = 0; t < ntiles; t++) {
         struct sc_bn_args a = bn_args(l, &io[t]);
         if (io[t].n && io[t].dx &&
@@ -252,7 +281,6 @@ const struct sc_layer_ops sc_layer_batchnorm_ops = {
     .parse = bn_parse,
     .shapes = bn_shapes,
     .init = bn_init,
-    .act_backward = bn_act_backward,
     .forward_tiles = bn_forward_tiles,
     .backward_tiles = bn_backward_tiles,
     .setup = bn_setup,

@@ -1,4 +1,6 @@
-/* [convolutional]: 2-D convolution with bias, optionally followed by ReLU. */
+/* [convolutional]: 2-D convolution, with a bias unless bias=0 (as before
+ * batch normalization, whose shift makes it redundant), optionally followed
+ * by ReLU. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -21,12 +23,12 @@ static int conv_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cf
         (err = sc_cfg_get_int(cfg, s, "size", -1, 1, 1024, &p->size)) ||
         (err = sc_cfg_get_int(cfg, s, "stride", 1, 1, 1024, &p->stride)) ||
         (err = sc_cfg_get_int(cfg, s, "pad", 0, 0, 1024, &p->pad)) ||
+        (err = sc_cfg_get_int(cfg, s, "bias", 1, 0, 1, &p->bias)) ||
         (err = sc_layer_parse_activation(cfg, s, &p->relu)))
         return err;
     if (p->filters < 0 || p->size < 0)
         return sc_error(SC_ERR_PARSE, "%s:%d: [convolutional] needs 'filters' and 'size'", cfg->path, s->line);
     l->torch_modules = p->relu ? 2 : 1;
-    p->bias = 1;
     return 0;
 }
 
@@ -133,7 +135,7 @@ static int conv_split(const struct sc_layer *l, struct sc_layer *local, int cin,
         return err;
     struct conv *p = local->priv;
     p->filters = cout;
-    p->bias = bias;
+    p->bias = p->bias && bias; /* a layer without a bias has none in any share */
     if (partial) {
         local->post_relu = p->relu;
         p->relu = 0;
