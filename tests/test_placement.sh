@@ -26,7 +26,10 @@ env -u STARPU_NCPU SC_TEST_TIMEOUT=0 "$MPIRUN" 1 "$TRAIN" --data "$DATA" $common
   >"$WORK/long.out" 2>"$WORK/long.err" &
 launcher=$!
 pid= affinities=
-for _ in $(seq 1 300); do
+# Up to 3 minutes: a loaded machine (make -j check) can be slow to start it.
+for _ in $(seq 1 900); do
+  # The first match may be a process that has since exited (a wrapper).
+  [ -z "$pid" ] || [ -d /proc/"$pid" ] || pid=
   if [ -z "$pid" ]; then
     pid=$(pgrep -f "^$TRAIN --data" | head -n 1)
   fi
