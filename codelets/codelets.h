@@ -93,6 +93,12 @@ int sc_insert_fc_bwd_weights(const struct sc_task_opts *opts, const struct sc_fc
 /* RW dy, R y */
 int sc_insert_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy, starpu_data_handle_t y,
                        const char *name);
+/* RW dy, R part, R y: dy += part (all of the vectors, which must be as
+ * long), then ReLU's backward of the first n, in one task with the bits of
+ * sc_insert_accumulate then sc_insert_relu_bwd (a gradient sum's last part
+ * and the activation's backward of the layer whose dy it is). */
+int sc_insert_accumulate_relu_bwd(const struct sc_task_opts *opts, int n, starpu_data_handle_t dy,
+                                  starpu_data_handle_t part, starpu_data_handle_t y, const char *name);
 
 /* ---- softmax cross-entropy (struct sc_xent_args in kernels/loss.h) ---- */
 /* R logits[n*classes], R labels (int32 vector, n), W dlogits[n*classes],
@@ -154,6 +160,13 @@ struct sc_nonfinite {
 /* RW w, RW v, R g (and R a->gate) */
 int sc_insert_sgd(const struct sc_task_opts *opts, const struct sc_sgd_args *a, starpu_data_handle_t w,
                   starpu_data_handle_t v, starpu_data_handle_t g, const char *name);
+/* The updates of count vectors in one task (RW w[i], RW v[i], R g[i], and
+ * R a->gate), each with the bits and the non-finite check of its own
+ * sc_insert_sgd, in order; 1 <= count <= SC_SGD_MULTI_MAX. */
+#define SC_SGD_MULTI_MAX 64
+int sc_insert_sgd_multi(const struct sc_task_opts *opts, const struct sc_sgd_args *a, int count,
+                        const starpu_data_handle_t *w, const starpu_data_handle_t *v, const starpu_data_handle_t *g,
+                        const char *name);
 /* W h: h = 0 (a vector of floats) */
 int sc_insert_zero(const struct sc_task_opts *opts, starpu_data_handle_t h, const char *name);
 /* RW count (one float), R g: count += 1 when some value of g is NaN or Inf.

@@ -59,6 +59,16 @@ void sc_accumulate(float *restrict dst, const float *restrict src, size_t n)
         dst[i] += src[i];
 }
 
+void sc_accumulate_relu_bwd(float *restrict dy, const float *restrict part, const float *restrict y, int n, size_t nx)
+{
+#pragma omp simd
+    for (int i = 0; i < n; i++) {
+        float v = dy[i] + part[i];
+        dy[i] = y[i] > 0.0f ? v : 0.0f;
+    }
+    sc_accumulate(dy + n, part + n, nx - (size_t)n);
+}
+
 void sc_accumulate_f64(double *restrict dst, const double *restrict src, size_t n)
 {
     for (size_t i = 0; i < n; i++)

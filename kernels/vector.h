@@ -19,6 +19,11 @@ void sc_zero(void *p, size_t bytes);
 
 /* dst += src */
 void sc_accumulate(float *restrict dst, const float *restrict src, size_t n);
+/* dy += part over nx elements, then ReLU's backward of the first n
+ * (dy[i] = y[i] > 0 ? dy[i] : 0, n <= nx): sc_accumulate then
+ * sc_relu_bwd in one pass, the same bits (the last part of a gradient sum
+ * and the activation's backward of the layer it is for). */
+void sc_accumulate_relu_bwd(float *restrict dy, const float *restrict part, const float *restrict y, int n, size_t nx);
 void sc_accumulate_f64(double *restrict dst, const double *restrict src, size_t n);
 /* dst = ((src[0] + src[1]) + ...) + src[count-1] element by element, in
  * float, or double when f64; dst may be one of the sources. */

@@ -132,6 +132,31 @@ int sc_bucket_update_submit(struct sc_bucket *b, const struct sc_task_opts *opts
     return err;
 }
 
+int sc_bucket_is_local(const struct sc_bucket *b)
+{
+    return sc_sgd_sync_is_local(b->sgd);
+}
+
+int sc_buckets_update_submit(struct sc_bucket *const *b, int count, const struct sc_task_opts *opts,
+                             const struct sc_sgd_args *sgd, const char *name)
+{
+    if (count < 1 || count > SC_SGD_MULTI_MAX)
+        return sc_error(SC_ERR_ARG, "%s: %d buckets in one update, not in [1, %d]", name, count, SC_SGD_MULTI_MAX);
+    starpu_data_handle_t w[SC_SGD_MULTI_MAX], v[SC_SGD_MULTI_MAX], g[SC_SGD_MULTI_MAX];
+    for (int i = 0; i < count; i++) {
+        if (!sc_bucket_is_local(b[i]))
+            return sc_error(SC_ERR_ARG, "%s: bucket %d of the update is reduced over several ranks", name, i);
+        w[i] = b[i]->hw, v[i] = b[i]->hv, g[i] = b[i]->hg;
+    }
+    int err = sc_insert_sgd_multi(opts, sgd, count, w, v, g, name);
+    for (int i = 0; i < count; i++)
+        if (b[i]->sw) {
+            starpu_data_partition_submit(b[i]->hw, b[i]->nslices, b[i]->sw);
+            starpu_data_partition_submit(b[i]->hg, b[i]->nslices, b[i]->sg);
+        }
+    return err;
+}
+
 uint64_t sc_bucket_bytes_sent(const struct sc_bucket *b)
 {
     return sc_ring_bytes_sent(b->ring);

@@ -577,14 +577,19 @@ int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *
     int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg, err = 0;
     starpu_data_partition_submit(s->weights, pieces, s->wpiece);
     starpu_data_partition_submit(s->momentum, pieces, s->vpiece);
-    for (int j = 0; j < r->nseg && !err; j++)
-        err = sc_insert_sgd(opts, sgd, s->wpiece[own + j], s->vpiece[own + j], r->piece[own + j], s->name);
+    /* the owned chunk's segments in one task */
+    err = sc_insert_sgd_multi(opts, sgd, r->nseg, &s->wpiece[own], &s->vpiece[own], &r->piece[own], s->name);
     if (!err)
         err = allgather(r, opts, s->wpiece);
     starpu_data_unpartition_submit(s->momentum, pieces, s->vpiece, STARPU_MAIN_RAM);
     starpu_data_unpartition_submit(s->weights, pieces, s->wpiece, STARPU_MAIN_RAM);
     starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
+}
+
+int sc_sgd_sync_is_local(const struct sc_sgd_sync *s)
+{
+    return s->ring->size == 1;
 }
 
 int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd)

@@ -164,6 +164,9 @@ void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n);
  * stays partitioned into the collective's pieces. */
 int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, struct sc_gate *gate);
 int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
+/* 1 when s reduces over one rank only: nothing travels, and its update is
+ * the SGD of the whole vectors on this rank. */
+int sc_sgd_sync_is_local(const struct sc_sgd_sync *s);
 
 /* A gradient bucket: the parameters, momentum and gradients of the layers
  * whose gradients are reduced together, in one vector each, so that one
@@ -196,6 +199,14 @@ starpu_data_handle_t sc_bucket_grad_slice(const struct sc_bucket *b, int i);
 void sc_bucket_owned_range(const struct sc_bucket *b, size_t *first, size_t *count);
 int sc_bucket_reduce_submit(struct sc_bucket *b, const struct sc_task_opts *opts, struct sc_gate *gate);
 int sc_bucket_update_submit(struct sc_bucket *b, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
+/* Buckets whose reduction involves one rank only (sc_sgd_sync_is_local),
+ * so that their updates are SGD of whole vectors with no allgather: the
+ * updates of count such buckets, each reduced (reduce_submit) and not yet
+ * updated, as one task (sc_insert_sgd_multi, at most SC_SGD_MULTI_MAX),
+ * then each back to its slices, as update_submit does one by one. */
+int sc_bucket_is_local(const struct sc_bucket *b);
+int sc_buckets_update_submit(struct sc_bucket *const *b, int count, const struct sc_task_opts *opts,
+                             const struct sc_sgd_args *sgd, const char *name);
 
 /* Allgather of per-tile buffers over comm: every rank sends its ntiles
  * tiles local[t] to every other rank, and rank q's tile t arrives in

@@ -168,6 +168,15 @@ static int s_sgd(const void *a, starpu_data_handle_t *h)
 {
     return sc_insert_sgd(NULL, a, h[0], h[1], h[2], "sgd");
 }
+static int s_sgd_multi(const void *a, starpu_data_handle_t *h)
+{
+    starpu_data_handle_t w[2] = {h[0], h[3]}, v[2] = {h[1], h[4]}, g[2] = {h[2], h[5]};
+    return sc_insert_sgd_multi(NULL, a, 2, w, v, g, "sgd_multi");
+}
+static int s_accumulate_relu_bwd(const void *a, starpu_data_handle_t *h)
+{
+    return sc_insert_accumulate_relu_bwd(NULL, *(const int *)a, h[0], h[1], h[2], "accumulate_relu_bwd");
+}
 static int s_zero(const void *a, starpu_data_handle_t *h)
 {
     (void)a;
@@ -580,6 +589,24 @@ static void vector_cases(void)
         {"zero", 1, {1000}, {4}, {F_RAND}, {1}, 0, s_zero, NULL},
         {"count_nonfinite", 2, {1, 1000}, {4, 4}, {F_ZERO, F_NAN}, {1, 0}, 0, s_count_nonfinite, NULL},
         {"relu_bwd", 2, {1000, 1000}, {4, 4}, {F_RAND, F_RAND}, {1, 0}, 0, s_relu_bwd, &n},
+        {"sgd_multi",
+         6,
+         {1000, 1000, 1000, 37, 37, 37},
+         {4, 4, 4, 4, 4, 4},
+         {F_RAND, F_RAND, F_RAND, F_RAND, F_RAND, F_RAND},
+         {1, 1, 0, 1, 1, 0},
+         0,
+         s_sgd_multi,
+         &sgd},
+        {"accumulate_relu_bwd (a handle past the ReLU's length)",
+         3,
+         {1003, 1003, 1003},
+         {4, 4, 4},
+         {F_RAND, F_RAND, F_RAND},
+         {1, 0, 0},
+         0,
+         s_accumulate_relu_bwd,
+         &n},
     };
     for (size_t i = 0; i < sizeof t / sizeof t[0]; i++)
         run_case(&t[i]);

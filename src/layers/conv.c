@@ -9,7 +9,7 @@
 
 struct conv {
     int filters, size, stride, pad, relu, bias;
-    char fwd[48], bwd_data[48], bwd_filter[48], relu_bwd[48];
+    char fwd[48], bwd_data[48], bwd_filter[48], relu_bwd[48], sum_relu_bwd[48];
 };
 
 static int conv_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
@@ -82,6 +82,7 @@ static int conv_shapes(struct sc_layer *l, int max_n)
     snprintf(p->bwd_data, sizeof(p->bwd_data), "%s.bwd_data", l->name);
     snprintf(p->bwd_filter, sizeof(p->bwd_filter), "%s.bwd_filter", l->name);
     snprintf(p->relu_bwd, sizeof(p->relu_bwd), "%s.relu_bwd", l->name);
+    snprintf(p->sum_relu_bwd, sizeof(p->sum_relu_bwd), "%s.sum_relu_bwd", l->name);
     return 0;
 }
 
@@ -102,11 +103,23 @@ static int conv_forward(struct sc_layer *l, const struct sc_tile_io *io)
     return sc_insert_conv_fwd(io->task, &a, io->x, io->params, io->y, p->fwd);
 }
 
+static size_t act_elems(const struct sc_layer *l, const struct sc_tile_io *io)
+{
+    return (size_t)io->n * l->out.c * (io->split ? sc_box_area(io->split->out_box) : l->out.h * l->out.w);
+}
+
 static int conv_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct conv *p = l->priv;
-    size_t n = (size_t)io->n * l->out.c * (io->split ? sc_box_area(io->split->out_box) : l->out.h * l->out.w);
-    return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->relu_bwd) : 0;
+    return p->relu ? sc_insert_relu_bwd(io->task, (int)act_elems(l, io), io->dy, io->y, p->relu_bwd) : 0;
+}
+
+static int conv_act_backward_sum(struct sc_layer *l, const struct sc_tile_io *io, starpu_data_handle_t part)
+{
+    struct conv *p = l->priv;
+    return p->relu
+               ? sc_insert_accumulate_relu_bwd(io->task, (int)act_elems(l, io), io->dy, part, io->y, p->sum_relu_bwd)
+               : 1;
 }
 
 static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
@@ -181,6 +194,7 @@ const struct sc_layer_ops sc_layer_conv_ops = {
     .init = conv_init,
     .forward = conv_forward,
     .act_backward = conv_act_backward,
+    .act_backward_sum = conv_act_backward_sum,
     .backward = conv_backward,
     .split_channels = conv_split,
     .param_index = conv_param_index,

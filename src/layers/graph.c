@@ -13,7 +13,8 @@
  * absolute (the layers count from 0 after [net]).  A layer whose output
  * feeds several others gets the sum of their gradients: the network plans
  * that, and a shortcut's gradient for both its inputs is its own dy (after
- * the activation's backward), so its backward has nothing to do. */
+ * the activation's backward, which takes the last part of the sum of its
+ * own dy along), so its backward has nothing to do. */
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -22,7 +23,7 @@
 
 struct graph_layer {
     int relu;
-    char fwd[48], bwd[48];
+    char fwd[48], bwd[48], sum_bwd[48];
 };
 
 static int parse_index(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s, const char *key,
@@ -93,6 +94,7 @@ static int shortcut_shapes(struct sc_layer *l, int max_n)
     l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.relu_bwd", l->name);
+    snprintf(p->sum_bwd, sizeof(p->sum_bwd), "%s.sum_relu_bwd", l->name);
     return 0;
 }
 
@@ -113,6 +115,13 @@ static int shortcut_act_backward(struct sc_layer *l, const struct sc_tile_io *io
     struct graph_layer *p = l->priv;
     long n = (long)io->n * l->out.c * pixels(l, io);
     return p->relu ? sc_insert_relu_bwd(io->task, (int)n, io->dy, io->y, p->bwd) : 0;
+}
+
+static int shortcut_act_backward_sum(struct sc_layer *l, const struct sc_tile_io *io, starpu_data_handle_t part)
+{
+    struct graph_layer *p = l->priv;
+    long n = (long)io->n * l->out.c * pixels(l, io);
+    return p->relu ? sc_insert_accumulate_relu_bwd(io->task, (int)n, io->dy, part, io->y, p->sum_bwd) : 1;
 }
 
 static int gap_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cfg_section *s)
@@ -169,6 +178,7 @@ const struct sc_layer_ops sc_layer_shortcut_ops = {
     .shapes = shortcut_shapes,
     .forward = shortcut_forward,
     .act_backward = shortcut_act_backward,
+    .act_backward_sum = shortcut_act_backward_sum,
     .split_channels = graph_split,
 };
 

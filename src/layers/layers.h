@@ -97,6 +97,12 @@ struct sc_layer_ops {
     /* Optional: the activation's backward, dy in place (before backward,
      * and before dy's halo is exchanged). */
     int (*act_backward)(struct sc_layer *l, const struct sc_tile_io *io);
+    /* Optional, with act_backward, for an output that several layers read:
+     * dy += part (the last part of dy's sum, a vector as long as dy's
+     * handle), then the activation's backward, in one task with the bits
+     * of the two.  1 (and no task) when the layer has no activation there:
+     * the network then adds part itself. */
+    int (*act_backward_sum)(struct sc_layer *l, const struct sc_tile_io *io, starpu_data_handle_t part);
     /* Gradients: dx (when not NULL) and dparams (when the layer has parameters). */
     int (*backward)(struct sc_layer *l, const struct sc_tile_io *io);
     /* Optional, for layers whose statistics span the rank's batch (batch

@@ -16,6 +16,13 @@ struct bucket {
     struct sc_bucket *vectors;
     struct sc_task_opts task; /* its collective's */
     char name[64];
+    /* A bucket reduced on this rank alone (sc_bucket_is_local) is updated
+     * with a group of them, one task (setup.c, plan_update_groups): the
+     * group's first bucket (-1: not in a group, updated on its own), and
+     * on the last one, which submits it, the task's options and name. */
+    int update_first, update_last;
+    struct sc_task_opts update_task;
+    char update_name[80];
 };
 
 /* This rank's tiles of a layer: the samples of each, its output and the

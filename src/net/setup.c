@@ -410,6 +410,57 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     return 0;
 }
 
+/* The local buckets' updates go in groups of consecutive ones, in the
+ * order their gradients complete (bucket order), one task a group instead
+ * of one a bucket.  A group's task waits for its last bucket's gradient,
+ * which holds back the updates of its first ones and the next forward pass
+ * of their layers, so that a group closes once it holds
+ * UPDATE_GROUP_FLOATS parameters or SC_SGD_MULTI_MAX buckets.  Its task
+ * takes the highest priority of its buckets' (that of the one the next
+ * forward pass needs first). */
+#define UPDATE_GROUP_FLOATS ((size_t)1 << 18)
+
+static void close_update_group(struct sc_net *net, int first, int last)
+{
+    struct sc_net_dist *D = net->dist;
+    struct bucket *b = &D->buckets[last];
+    b->update_last = 1;
+    b->update_task = b->task;
+    for (int i = first; i < last; i++)
+        if (D->buckets[i].update_first == first && D->buckets[i].task.priority > b->update_task.priority)
+            b->update_task = D->buckets[i].task;
+    if (first == last)
+        snprintf(b->update_name, sizeof b->update_name, "%s.sgd", b->name);
+    else
+        snprintf(b->update_name, sizeof b->update_name, "%s-%s.sgd", net->layers[b->layer[b->nlayers - 1]].name,
+                 net->layers[D->buckets[first].layer[0]].name);
+}
+
+static void plan_update_groups(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int first = -1, last = -1, count = 0;
+    size_t floats = 0;
+    for (int i = 0; i < D->nbuckets; i++) {
+        struct bucket *b = &D->buckets[i];
+        b->update_first = -1;
+        if (!sc_bucket_is_local(b->vectors))
+            continue;
+        if (first < 0)
+            first = i, count = 0, floats = 0;
+        b->update_first = first;
+        count++;
+        floats += b->n;
+        last = i;
+        if (floats >= UPDATE_GROUP_FLOATS || count == SC_SGD_MULTI_MAX) {
+            close_update_group(net, first, last);
+            first = -1;
+        }
+    }
+    if (first >= 0)
+        close_update_group(net, first, last);
+}
+
 /* Level k of [0, levels] as a priority in the scheduler's range [lo, hi]:
  * k itself from 0 up when the range has room, else scaled into it. */
 static int priority_level(int k, int levels, int lo, int hi)
@@ -652,6 +703,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     if (D->gate && D->nccl) /* D->nccl is made above */
         sc_gate_use_nccl(D->gate, D->nccl);
     plan_priorities(net);
+    plan_update_groups(net);
     summarize(net);
     snprintf(D->load_name, sizeof(D->load_name), "input.load");
     snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");

@@ -10,28 +10,6 @@
 
 #include "src/net/net_private.h"
 
-/* dy of layer l = the sum of its readers' parts, in a fixed order. */
-static int submit_gradient_sum(struct sc_net *net, int l)
-{
-    struct sc_net_dist *D = net->dist;
-    struct layer_data *d = &D->ld[l];
-    int n = (int)((size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box)), err;
-    for (int i = 0; i < d->dysum.ncontrib; i++)
-        for (int t = 0; t < D->ntiles; t++) {
-            if (!d->tiles.n[t])
-                continue;
-            if (i == 0 && !d->dysum.direct)
-                err = sc_insert_copy(&D->critical, n, d->dysum.contrib[i][t], sc_tensor_handle(&d->tiles.dy, t),
-                                     d->dysum.name);
-            else
-                err = sc_insert_accumulate(&D->critical, sc_tensor_handle(&d->tiles.dy, t), d->dysum.contrib[i][t],
-                                           d->dysum.name);
-            if (err)
-                return err;
-        }
-    return 0;
-}
-
 /* Assemble each of this rank's tiles of a tensor (the samples of dst_d's
  * tiles, block dst) from the fetch's sources: copied, or summed (a
  * reduction) and then, with relu, through ReLU. */
@@ -102,6 +80,43 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
     };
     return io;
+}
+
+/* dy of layer l = the sum of its readers' parts, in a fixed order.  The
+ * last part's addition takes the layer's activation backward along where
+ * the layer can (act_backward_sum): *fused then says that the activation's
+ * backward is done. */
+static int submit_gradient_sum(struct sc_net *net, int l, int *fused)
+{
+    struct sc_net_dist *D = net->dist;
+    struct layer_data *d = &D->ld[l];
+    struct sc_layer *L = share_of(net, l);
+    int n = (int)((size_t)d->tiles.max * d->xch.out_nch * sc_box_area(d->xch.out_box)), err;
+    int last = d->dysum.ncontrib - 1;
+    /* a channel-split convolution's activation follows the sum of its
+     * partial outputs instead (submit_partial_dy) */
+    int fuse = L->ops->act_backward_sum && !d->chan.partial && last >= (d->dysum.direct ? 0 : 1);
+    for (int i = 0; i < d->dysum.ncontrib; i++)
+        for (int t = 0; t < D->ntiles; t++) {
+            if (!d->tiles.n[t])
+                continue;
+            starpu_data_handle_t dy = sc_tensor_handle(&d->tiles.dy, t), part = d->dysum.contrib[i][t];
+            if (i == last && fuse) {
+                struct sc_tile_io io = tile_io(net, l, t, 1);
+                if ((err = L->ops->act_backward_sum(L, &io, part)) != 1) {
+                    if (err)
+                        return err;
+                    continue;
+                }
+                fuse = 0; /* no activation: a plain sum */
+            }
+            err = i == 0 && !d->dysum.direct ? sc_insert_copy(&D->critical, n, part, dy, d->dysum.name)
+                                             : sc_insert_accumulate(&D->critical, dy, part, d->dysum.name);
+            if (err)
+                return err;
+        }
+    *fused = fuse;
+    return 0;
 }
 
 void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow)
@@ -252,9 +267,23 @@ static int submit_bucket_reduce(struct bucket *b, struct sc_gate *gate)
     return sc_bucket_reduce_submit(b->vectors, &b->task, gate);
 }
 
-static int submit_bucket_update(struct bucket *b, const struct sc_sgd_args *sgd)
+/* A reduced bucket's update: at once, or with the group of local buckets
+ * it closes (plan_update_groups); a local bucket that does not close its
+ * group waits for the one that does. */
+static int submit_bucket_update(struct sc_net *net, int i, const struct sc_sgd_args *sgd)
 {
-    return sc_bucket_update_submit(b->vectors, &b->task, sgd);
+    struct sc_net_dist *D = net->dist;
+    struct bucket *b = &D->buckets[i];
+    if (b->update_first < 0)
+        return sc_bucket_update_submit(b->vectors, &b->task, sgd);
+    if (!b->update_last)
+        return 0;
+    struct sc_bucket *group[SC_SGD_MULTI_MAX];
+    int n = 0;
+    for (int j = b->update_first; j <= i && n < SC_SGD_MULTI_MAX; j++)
+        if (D->buckets[j].update_first == b->update_first)
+            group[n++] = D->buckets[j].vectors;
+    return sc_buckets_update_submit(group, n, &b->update_task, sgd, b->update_name);
 }
 
 /* With a gate: the verdict over the whole batch, then every update, in
@@ -284,7 +313,7 @@ static int submit_gated_updates(struct sc_net *net, const struct sc_sgd_args *sg
         } else {
             struct bucket *b = &D->buckets[d->params.bucket];
             if (b->layer[b->nlayers - 1] == l)
-                err = submit_bucket_update(b, &gated);
+                err = submit_bucket_update(net, d->params.bucket, &gated);
         }
     }
     return err;
@@ -321,9 +350,10 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
         struct layer_data *d = &D->ld[l];
         if (layer->alias)
             continue;
-        if ((err = submit_gradient_sum(net, l)))
+        int fused;
+        if ((err = submit_gradient_sum(net, l, &fused)))
             return err;
-        for (int t = 0; t < D->ntiles && layer->ops->act_backward; t++) {
+        for (int t = 0; t < D->ntiles && layer->ops->act_backward && !fused; t++) {
             struct sc_tile_io io = tile_io(net, l, t, 1);
             if (io.n && (err = layer->ops->act_backward(layer, &io)))
                 return err;
@@ -367,7 +397,8 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
         struct bucket *b = &D->buckets[d->params.bucket];
         if (b->layer[b->nlayers - 1] != l)
             continue;
-        if ((err = submit_bucket_reduce(b, D->gate)) || (!D->gate && (err = submit_bucket_update(b, sgd))))
+        if ((err = submit_bucket_reduce(b, D->gate)) ||
+            (!D->gate && (err = submit_bucket_update(net, d->params.bucket, sgd))))
             return err;
     }
     if (D->gate && (err = submit_gated_updates(net, sgd)))
