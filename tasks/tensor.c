@@ -51,15 +51,25 @@ int sc_tensor_alloc(struct sc_tensor *t, const struct sc_layout *L, int rank)
 
 void sc_tensor_free(struct sc_tensor *t)
 {
-    for (int i = 0; t->handle && i < t->ntiles; i++)
-        sc_vector_free(t->handle[i], t->buf[i]);
-    free(t->buf), free(t->handle);
+    if (!t->view) {
+        for (int i = 0; t->handle && i < t->ntiles; i++)
+            sc_vector_free(t->handle[i], t->buf[i]);
+        free(t->buf), free(t->handle);
+    }
     *t = (struct sc_tensor){0};
+}
+
+void sc_tensor_view(struct sc_tensor *t, const struct sc_tensor *src)
+{
+    *t = *src;
+    t->view = 1;
 }
 
 size_t sc_tensor_bytes(const struct sc_tensor *t)
 {
     size_t n = 0;
+    if (t->view)
+        return 0;
     for (int i = 0; t->handle && i < t->ntiles; i++)
         n += t->handle[i] ? (t->count ? t->count : 1) * t->elem : 0;
     return n;

@@ -21,6 +21,7 @@ struct sc_tensor {
      * handle is contiguous, for the calls that take every tile's handle. */
     void **buf;
     starpu_data_handle_t *handle;
+    int view; /* sc_tensor_view's: the tiles are another tensor's */
 };
 
 /* This rank's tiles of a float tensor laid out by L: L->ntiles tiles, each
@@ -35,9 +36,12 @@ int sc_tensor_alloc_tile(struct sc_tensor *t, int i);
 int sc_tensor_alloc_vectors(struct sc_tensor *t, int ntiles, size_t count, size_t elem);
 /* Unregisters and frees every allocated tile, and the tile arrays; t is
  * then as zeroed (freeing a zeroed tensor does nothing).  No task may still
- * use a tile. */
+ * use a tile.  A view is only forgotten. */
 void sc_tensor_free(struct sc_tensor *t);
-/* The bytes of its allocated tiles. */
+/* t becomes another name for src's tiles (a buffer that two layers share):
+ * the same handles and buffers, which src keeps; t must not outlive it. */
+void sc_tensor_view(struct sc_tensor *t, const struct sc_tensor *src);
+/* The bytes of its allocated tiles (0 for a view: they are src's). */
 size_t sc_tensor_bytes(const struct sc_tensor *t);
 
 /* Whether t has tiles (allocated or to be): a zeroed tensor has none. */

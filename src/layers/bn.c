@@ -51,6 +51,7 @@ static int bn_shapes(struct sc_layer *l, int max_n)
     (void)max_n;
     int c = l->in.c;
     l->out = l->in;
+    l->reads_dy_only = !p->relu; /* with ReLU, its backward is in place on dy */
     l->nparams = 2 * (size_t)c;
     l->ntensors = 2;
     l->tensors[0] = (struct sc_param_tensor){"weight", 1, {c}, 0, (size_t)c};

@@ -70,6 +70,7 @@ static int conv_shapes(struct sc_layer *l, int max_n)
         return sc_error(SC_ERR_SHAPE, "[convolutional] %d x %d x %d x %d weights are too many", p->filters, l->in.c,
                         p->size, p->size);
     l->out = (struct sc_shape){p->filters, oh, ow};
+    l->reads_dy_only = !p->relu;
     size_t nw = (size_t)p->filters * l->in.c * p->size * p->size;
     l->nparams = nw + (p->bias ? p->filters : 0);
     l->ntensors = p->bias ? 2 : 1;

@@ -43,6 +43,7 @@ static int fc_shapes(struct sc_layer *l, int max_n)
         return sc_error(SC_ERR_SHAPE, "[connected] %zu x %d weights are too many", in, p->output);
     l->out = (struct sc_shape){p->output, 1, 1};
     l->whole_sample = 1;
+    l->reads_dy_only = !p->relu;
     size_t nw = in * p->output;
     l->nparams = nw + p->output;
     l->ntensors = 2;

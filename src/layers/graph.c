@@ -91,6 +91,7 @@ static int shortcut_shapes(struct sc_layer *l, int max_n)
                         l->in2.c, l->in2.h, l->in2.w, l->in.c, l->in.h, l->in.w);
     l->out = l->in;
     l->dx_is_dy = 1;
+    l->reads_dy_only = !p->relu;
     l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.relu_bwd", l->name);
@@ -139,6 +140,7 @@ static int gap_shapes(struct sc_layer *l, int max_n)
     /* The mean spans the whole image: the network gives this layer whole
      * samples (redistributing a spatially split input). */
     l->whole_sample = 1;
+    l->reads_dy_only = 1;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
     return 0;

@@ -182,6 +182,8 @@ struct sc_layer {
     int nbuffers;
     size_t nbuffer_values;
     int dx_is_dy;       /* the gradient of every input is dy itself ([shortcut]) */
+    int reads_dy_only;  /* its backward reads dy and never writes it (no activation's
+                         * backward in place), so that its dy may be another layer's */
     int mixes_channels; /* every output channel reads every input channel (convolution):
                          * the grid's C splits the input channels, F the output ones;
                          * for the other layers both split the channels alike */

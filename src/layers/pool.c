@@ -76,6 +76,7 @@ static int pool_shapes(struct sc_layer *l, int max_n)
     l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, l->out.h};
     l->win_c = (struct sc_window){p->size, p->stride, p->pad, l->in.w, l->out.w};
     l->bwd_reads_x = p->max;
+    l->reads_dy_only = 1;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
     return 0;

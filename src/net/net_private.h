@@ -76,12 +76,16 @@ struct layer_exchanges {
 
 /* Layers whose output feeds several: dy is the sum of the readers'
  * gradients.  One reader writes dy itself (direct); the others' parts
- * (contrib: per-tile handles, in the output's layout) are added before the
- * layer's backward.  A reader that does not write dy itself writes dx_own
- * (in its source's output layout). */
+ * (contrib: per-tile handles, in the output's layout; from: the layers
+ * they come from) are added before the layer's backward.  A reader that
+ * does not write dy itself writes dx_own (in its source's output layout).
+ * A layer whose dy is one [shortcut]'s dy alone, and which only reads it,
+ * takes that dy as its own (tiles.dy is a view of it) and sums nothing
+ * (alias). */
 struct layer_dy_sum {
-    int direct, ncontrib;
+    int direct, ncontrib, alias;
     starpu_data_handle_t **contrib;
+    int *from;
     struct sc_tensor dx_own;
     char name[48];
 };
@@ -188,6 +192,10 @@ struct need_ctx {
     int l;
 };
 int sc_net_plan_exchanges(struct sc_net *net, int l);
+/* grad_sums.c: the gradient sums of outputs with several readers (see
+ * layer_dy_sum), once every layer's tiles exist and before the fetches,
+ * which take the tiles' handles. */
+int sc_net_plan_gradient_sums(struct sc_net *net);
 struct sc_box sc_net_need_x_box(struct need_ctx *c, int r);
 
 #endif

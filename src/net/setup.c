@@ -218,38 +218,6 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
     return 0;
 }
 
-/* Which reader of each output writes its gradient directly, and where the
- * others write theirs (see layer_data). */
-static int plan_gradient_sums(struct sc_net *net)
-{
-    struct sc_net_dist *D = net->dist;
-    int most = 2 * net->nlayers, err;
-    for (int l = 0; l < net->nlayers; l++) {
-        struct sc_layer *L = &net->layers[l];
-        struct layer_data *d = &D->ld[l];
-        for (int k = 0; k < L->nsrc && !L->alias; k++) {
-            int s = L->src[k];
-            if (s < 0)
-                continue;
-            struct layer_data *ds = &D->ld[s];
-            if (!ds->dysum.contrib)
-                ALLOC_ARRAY(ds->dysum.contrib, most);
-            if (L->dx_is_dy) {
-                ds->dysum.contrib[ds->dysum.ncontrib++] = sc_tensor_handles(&d->tiles.dy);
-                continue;
-            }
-            if (!ds->dysum.direct) {
-                ds->dysum.direct = 1;
-                continue;
-            }
-            if ((err = sc_tensor_alloc(&d->dysum.dx_own, &ds->xch.lout, D->rt->rank)))
-                return err;
-            ds->dysum.contrib[ds->dysum.ncontrib++] = sc_tensor_handles(&d->dysum.dx_own);
-        }
-    }
-    return 0;
-}
-
 static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer_data *d, uint64_t seed)
 {
     struct sc_net_dist *D = net->dist;
@@ -686,7 +654,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
             (L->ops->setup && (err = L->ops->setup(L, T))))
             return err;
     }
-    if ((err = plan_gradient_sums(net)))
+    if ((err = sc_net_plan_gradient_sums(net)))
         return err;
     for (int l = 0; l < net->nlayers; l++)
         if ((err = sc_net_plan_exchanges(net, l)))
@@ -718,7 +686,7 @@ static void destroy_layer(struct layer_data *d)
                                    &d->dysum.dx_own,  &d->chan.part,     &d->chan.dpart};
     for (size_t i = 0; i < sizeof tensors / sizeof *tensors; i++)
         sc_tensor_free(tensors[i]);
-    free(d->dysum.contrib), free(d->chan.index);
+    free(d->dysum.contrib), free(d->dysum.from), free(d->chan.index);
     sc_fetch_destroy(d->chan.reduce);
     sc_fetch_destroy(d->chan.gather_dy);
     if (d->chan.local)
