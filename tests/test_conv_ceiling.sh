@@ -1,0 +1,32 @@
+# bench/sc-conv-ceiling: its refusals, and the FLOPs it counts for one
+# convolution (2 x multiply-adds x 3 directions) and for a model (its first
+# layer without backward data), checked against sums made here.
+[ -d "${SC_TEST_DATA:-/usr/share/datasets/fashion-mnist}" ] || SC_TEST_DATA=${TOP_SRCDIR:-.}
+. "$TOP_SRCDIR/tests/common.sh"
+CEIL="$TOP_BUILDDIR/bench/sc-conv-ceiling"
+[ -x "$CEIL" ] || { fail "no $CEIL (make builds it)"; finish; }
+export OMP_NUM_THREADS=1
+
+for bad in "--shape 1,2,3" "--shape 2,4,8,8,4,9,1,0" "--model vgg" "--reps 0" "--batch" "--frobnicate 1"; do
+  "$CEIL" $bad >"$WORK/out" 2>"$WORK/err"
+  rc=$?
+  [ $rc -eq 2 ] || fail "sc-conv-ceiling $bad: exit $rc, want 2"
+  [ "$(wc -l <"$WORK/err")" -eq 1 ] || fail "sc-conv-ceiling $bad: want one line on stderr, got: $(cat "$WORK/err")"
+done
+
+# 2 samples of 4 x 8 x 8, 6 filters 3 x 3, stride 1, pad 1: 2*6*8*8*4*9
+# multiply-adds, x 2 FLOPs, x 3 directions.
+"$CEIL" --reps 1 --shape 2,4,8,8,6,3,1,1 >"$WORK/out" 2>"$WORK/err" || fail "sc-conv-ceiling --shape: $(cat "$WORK/err")"
+want=$(awk 'BEGIN { printf "%.3f", 2*6*8*8*4*9 * 2 * 3 * 1e-9 }')
+got=$(awk '/^all:/ { print $2 }' "$WORK/out")
+[ "$got" = "$want" ] || fail "--shape 2,4,8,8,6,3,1,1: $got GFLOP, want $want"
+
+# lenet at 4 samples: conv1 (1->6, 5x5, pad 2, 28x28) forward and backward
+# weights only, conv2 (6->16, 5x5, 14x14 -> 10x10) all three.
+"$CEIL" --reps 1 --model lenet --batch 4 --peak 100 >"$WORK/out" 2>"$WORK/err" || fail "--model lenet: $(cat "$WORK/err")"
+want=$(awk 'BEGIN { printf "%.3f", (4*6*28*28*1*25 * 2 * 2 + 4*16*10*10*6*25 * 2 * 3) * 1e-9 }')
+got=$(awk '/^all:/ { print $2 }' "$WORK/out")
+[ "$got" = "$want" ] || fail "--model lenet: $got GFLOP, want $want"
+grep -q "% of 100.0" "$WORK/out" || fail "--peak 100: no fraction of it in: $(tail -n 1 "$WORK/out")"
+[ "$failures" -eq 0 ] && ok "sc-conv-ceiling: refusals and FLOP counts"
+finish
