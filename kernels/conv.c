@@ -2,6 +2,7 @@
  * weights + bias, through oneDNN (kernels.h). */
 #include "onednn.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,4 +207,18 @@ void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const str
                                   {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_WEIGHTS}};
     static const char *const op[3] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter"};
     conv_run(w, op[dir], dir, a, ids[dir], in0, in1, out, bias);
+}
+
+int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n)
+{
+    dnnl_primitive_desc_t pd = conv_fwd_pd(a, a->relu);
+    const char *impl = NULL;
+    if (!pd || dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl) {
+        if (pd)
+            dnnl_primitive_desc_destroy(pd);
+        return -1;
+    }
+    snprintf(buf, n, "%s", impl);
+    dnnl_primitive_desc_destroy(pd);
+    return 0;
 }

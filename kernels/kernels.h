@@ -117,6 +117,11 @@ enum sc_pool_dir {
  * primitives. */
 void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const struct sc_conv_args *a, const float *in0,
                      const float *in1, float *out, float *bias);
+/* The name of the implementation oneDNN gives a's forward convolution on
+ * this CPU ("jit:avx2", "brgconv:avx512_core_amx", ...) into buf: 0, or
+ * -1 when oneDNN has none.  Users read it to see which ISA their
+ * convolutions run in. */
+int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n);
 void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
                      float *out, void *ws);
 /* Fully connected through CBLAS; params = [W[out][in] | b[out]]. */

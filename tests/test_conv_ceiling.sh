@@ -1,7 +1,7 @@
 # bench/sc-conv-ceiling: its refusals, and the FLOPs it counts for one
 # convolution (2 x multiply-adds x 3 directions) and for a model (its first
-# layer without backward data), checked against sums made here.
-[ -d "${SC_TEST_DATA:-/usr/share/datasets/fashion-mnist}" ] || SC_TEST_DATA=${TOP_SRCDIR:-.}
+# layer without backward data), checked against sums made here; and that
+# starconv-train names the same oneDNN implementation at start-up.
 . "$TOP_SRCDIR/tests/common.sh"
 CEIL="$TOP_BUILDDIR/bench/sc-conv-ceiling"
 [ -x "$CEIL" ] || { fail "no $CEIL (make builds it)"; finish; }
@@ -28,5 +28,14 @@ want=$(awk 'BEGIN { printf "%.3f", (4*6*28*28*1*25 * 2 * 2 + 4*16*10*10*6*25 * 2
 got=$(awk '/^all:/ { print $2 }' "$WORK/out")
 [ "$got" = "$want" ] || fail "--model lenet: $got GFLOP, want $want"
 grep -q "% of 100.0" "$WORK/out" || fail "--peak 100: no fraction of it in: $(tail -n 1 "$WORK/out")"
+# starconv-train's setup line names the implementation of its largest
+# convolution (lenet's conv2 at the batch of one rank), the one this tool
+# reports for that shape.
+impl=$(awk '$1 == "4,6,14,14,16,5,1,0" { print $NF }' "$WORK/out")
+STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" --data "$DATA" --model "$MODELS/lenet.cfg" --batch 4 --iters 1 --test off \
+  >"$WORK/train.out" 2>&1 || fail "starconv-train lenet: $(tail -n 2 "$WORK/train.out")"
+grep -q "; convolutions on CPU: oneDNN $impl\$" "$WORK/train.out" ||
+  fail "the setup line does not name oneDNN $impl: $(grep parameters "$WORK/train.out")"
+
 [ "$failures" -eq 0 ] && ok "sc-conv-ceiling: refusals and FLOP counts"
 finish

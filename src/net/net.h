@@ -63,6 +63,11 @@ size_t sc_net_nparams(const struct sc_net *net);
  * (sc_layer_work_flops), without the backward data of layers that read
  * only the network's input, which no one needs. */
 double sc_net_flops(const struct sc_net *net, int batch);
+/* The oneDNN implementation of the forward pass of net's largest
+ * convolution (by multiply-adds) at batch samples, into buf (the ISA the
+ * convolutions run in on this CPU): 0, or -1 when net has no convolution
+ * or oneDNN none for it. */
+int sc_net_conv_impl(const struct sc_net *net, int batch, char *buf, size_t n);
 /* --parallel as a per-layer list, "conv1=f2,conv2=c2,fc1=n4" (what
  * starconv-plan prints; a layer it does not name is sample parallel):
  * check: SC_ERR_ARG naming an entry that is malformed or names no layer of

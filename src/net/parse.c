@@ -215,6 +215,26 @@ double sc_net_flops(const struct sc_net *net, int batch)
     return total;
 }
 
+int sc_net_conv_impl(const struct sc_net *net, int batch, char *buf, size_t n)
+{
+    struct sc_layer_work best;
+    double best_macs = 0;
+    for (int i = 0; i < net->nlayers; i++) {
+        const struct sc_layer *l = &net->layers[i];
+        if (l->alias || !l->ops->work)
+            continue;
+        struct sc_layer_work w;
+        double f[3];
+        l->ops->work(l, batch, l->in.c, l->out.c, l->in.h, l->in.w, l->out.h, l->out.w, &w);
+        sc_layer_work_flops(&w, f);
+        if (w.kind == SC_WORK_CONV && f[0] > best_macs) {
+            best = w;
+            best_macs = f[0];
+        }
+    }
+    return best_macs > 0 ? sc_conv_impl_name(&best.conv, buf, n) : -1;
+}
+
 /* ---- how gradients travel ---- */
 
 /* The entry of list at *p: name [n0, n1), grid [g0, g1); *p moves past it. */

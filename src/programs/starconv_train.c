@@ -480,9 +480,16 @@ int main(int argc, char **argv)
         (err = sc_net_setup(net, &rt, o.batch, o.seed, &o.comm))) {
         status = err == SC_ERR_ARG || err == SC_ERR_PARSE || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT : 1;
     } else {
-        if (rt.rank == 0)
-            SC_LOG(1, "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s", o.model,
-                   net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net));
+        if (rt.rank == 0) {
+            char impl[64];
+            if (sc_net_conv_impl(net, o.batch / rt.size > 0 ? o.batch / rt.size : 1, impl, sizeof impl))
+                snprintf(impl, sizeof impl, "none");
+            SC_LOG(1,
+                   "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s; convolutions on "
+                   "CPU: oneDNN %s",
+                   o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net),
+                   impl);
+        }
         err = check_memory(&o, &rt, net);
         if (!err && ck)
             err = sc_checkpoint_apply(net, ck);
