@@ -24,6 +24,17 @@ Check mode:
   those FINAL lacks are reported as "not in checkpoint" and do not fail.
   --check-momentum also holds the momentum buffers to the tolerance.
   --save-final PATH writes PyTorch's own result as a checkpoint.
+  --lr-schedule S and --warmup W[:F] (as starconv-train's) step the
+  learning rate each iteration with torch.optim.lr_scheduler (LinearLR,
+  then MultiStepLR or CosineAnnealingLR, chained by SequentialLR) over a
+  run of --total-iters iterations (default --iters) that began at
+  iteration 0: the scheduler is stepped to the starting iteration first.
+
+Learning-rate mode:
+  torch_check.py --model M --print-lr N --lr LR [--lr-schedule S]
+                 [--warmup W[:F]] [--total-iters T]
+  prints the learning rate of iterations 0..N-1 that PyTorch's schedulers
+  give, one per line.
 
 Eval mode:
   torch_check.py --model M --eval CKPT
@@ -47,6 +58,7 @@ import argparse
 import math
 import os
 import sys
+import warnings
 
 try:
     import torch
@@ -55,6 +67,8 @@ except ImportError as e:
     print("torch_check: cannot import torch (%s); run with /usr/bin/python3" % e, file=sys.stderr)
     sys.exit(77)
 
+# SequentialLR steps its schedulers with an epoch argument, which warns.
+warnings.filterwarnings("ignore", category=UserWarning, module="torch.optim.lr_scheduler")
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import sc_torch  # noqa: E402
@@ -78,7 +92,33 @@ def no_per_pixel(spec):
                       "(one label per sample)" % (spec.path, spec.layers[-1].line))
 
 
-def train(model, opt, images, labels, start, iters, batch):
+def make_scheduler(opt, spec, warmup, total):
+    """torch.optim.lr_scheduler objects for starconv's --lr-schedule SPEC and
+    --warmup W[:F] over a run of total iterations (None: constant)."""
+    sched = torch.optim.lr_scheduler
+    w, start = 0, 1.0 / 3
+    if warmup:
+        parts = warmup.split(":")
+        w = int(parts[0])
+        if len(parts) > 1:
+            start = float(parts[1])
+    name, _, rest = (spec or "constant").partition(":")
+    if name == "constant":
+        main = sched.LambdaLR(opt, lambda t: 1.0) if w else None
+    elif name == "step":
+        ms, _, gamma = rest.partition(":")
+        main = sched.MultiStepLR(opt, [int(m) for m in ms.split(",")], gamma=float(gamma or 0.1))
+    elif name == "cosine":
+        main = sched.CosineAnnealingLR(opt, T_max=total - w, eta_min=float(rest or 0.0))
+    else:
+        raise ScError("--lr-schedule %s: constant, step:M1,...[:GAMMA] or cosine[:MIN]" % spec)
+    if not w:
+        return main
+    lin = sched.LinearLR(opt, start_factor=start, end_factor=1.0, total_iters=w)
+    return sched.SequentialLR(opt, [lin, main], milestones=[w])
+
+
+def train(model, opt, images, labels, start, iters, batch, scheduler=None):
     loss_fn = nn.CrossEntropyLoss()
     n = images.shape[0]
     loss = None
@@ -90,6 +130,8 @@ def train(model, opt, images, labels, start, iters, batch):
         loss = loss_fn(model(x), labels[lo:hi])
         loss.backward()
         opt.step()
+        if scheduler is not None:
+            scheduler.step()
     return loss
 
 
@@ -103,7 +145,11 @@ def do_check(args, spec):
     final, _ = sc_torch.st_read_torch(args.final)
 
     images, labels = sc_torch.load_idx(args.data, "train")
-    loss = train(model, opt, images, labels, start, args.iters, args.batch)
+    scheduler = make_scheduler(opt, args.lr_schedule, args.warmup, args.total_iters or start + args.iters)
+    for _ in range(start if scheduler is not None else 0):
+        opt.step()  # no gradients yet: only the scheduler's order of calls is kept
+        scheduler.step()
+    loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler)
     print("torch_check: %s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
           "weight decay %g; last loss %.6f"
           % (spec.name, args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
@@ -198,6 +244,12 @@ def main():
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--lr-schedule", default=None, help="as starconv-train's (default constant)")
+    ap.add_argument("--warmup", default=None, help="W[:F], as starconv-train's")
+    ap.add_argument("--total-iters", type=int, default=None,
+                    help="iterations of the whole run the schedule spans (default: start + --iters)")
+    ap.add_argument("--print-lr", type=int, metavar="N", default=None,
+                    help="print the learning rate of iterations 0..N-1 and exit")
     ap.add_argument("--tol", type=float, default=1e-4, help="max relative error (default 1e-4)")
     ap.add_argument("--start-iter", type=int, default=None,
                     help="first global batch (default INIT's optimizer.iteration, else 0)")
@@ -211,6 +263,19 @@ def main():
     ap.add_argument("--data", default=None,
                     help="IDX directory (default $STARCONV_DATA or %s)" % sc_torch.DEFAULT_DATA_DIR)
     args = ap.parse_args()
+    if args.print_lr is not None:
+        opt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=args.lr)
+        try:
+            scheduler = make_scheduler(opt, args.lr_schedule, args.warmup, args.total_iters or args.print_lr)
+        except (ScError, ValueError) as e:
+            print("torch_check: %s" % e, file=sys.stderr)
+            return 2
+        for _ in range(args.print_lr):
+            print("%.9g" % opt.param_groups[0]["lr"])
+            opt.step()
+            if scheduler is not None:
+                scheduler.step()
+        return 0
     modes = sum(x is not None for x in (args.eval, args.write_init, args.init or args.final))
     if modes != 1:
         ap.error("give one of --eval CKPT, --write-init PATH, or --init/--final")

@@ -34,6 +34,13 @@ m="--model $WORK/m.cfg --data $DATA --iters 1"
 expect "unknown option" "unknown option '--bogus'" 1 --bogus
 expect "bad number option" "--batch: 'abc'" 1 --batch abc
 expect "bad on/off" "--shuffle: 'maybe'" 1 --shuffle maybe
+expect "lr schedule name" "--lr-schedule linear: constant, step" 1 --lr-schedule linear
+expect "step milestones" "--lr-schedule step:5,3: milestones must increase" 1 --lr-schedule step:5,3
+expect "step gamma" "--lr-schedule step:5:-1: GAMMA" 1 --lr-schedule step:5:-1
+expect "cosine minimum" "--lr-schedule cosine:x: cosine" 1 --lr-schedule cosine:x
+expect "warm-up factor" "--warmup 3:0: W" 1 --warmup 3:0
+expect "warm-up past a cosine run" "--warmup 10: a cosine schedule needs a run longer" 1 \
+  --data "$DATA" --lr-schedule cosine --warmup 10 --iters 5 --test off
 expect "missing cfg" "nope.cfg" 1 --model "$WORK/nope.cfg" --data "$DATA"
 cfg "$net" '[convolutional]' 'filters=4' 'size=3' '[dropout]' "$good_tail"
 expect "unknown section" "m.cfg:8: unknown section \[dropout\]" 1 $m

@@ -110,4 +110,42 @@ eval_in_torch() {
 # the residual one's BN layers evaluate with the checkpoint's running statistics
 eval_in_torch 1 2 "$RES" 100 "residual checkpoint (BN running statistics)"
 eval_in_torch 2 1 "$MODELS/lenet.cfg" 150 "checkpoint"
+# Learning-rate schedules with warm-up: starconv's rate of each iteration
+# (--metrics) is what torch.optim.lr_scheduler gives, the weights after 8
+# iterations on 2 ranks are PyTorch's, and a run resumed in the middle of
+# a schedule ends bit-identical to an uninterrupted one.
+common="--model $MODELS/lenet.cfg --batch 32 --lr 0.05 --momentum 0.9 --shuffle off --seed 3"
+run 1 1 $common --iters 0 --test off --save "$WORK/sched-init.safetensors" >/dev/null || fail "schedules: init"
+for sched in "step:2,5:0.5 --warmup 2" "cosine:0.001 --warmup 3:0.25"; do
+  name=${sched%% *}
+  run 2 1 $common --iters 8 --test off --lr-schedule $sched --log-every 1 --metrics "$WORK/sched.json" \
+    --load "$WORK/sched-init.safetensors" --save "$WORK/sched-final.safetensors" >/dev/null || fail "$name: 8 iterations"
+  # shellcheck disable=SC2086 # $sched is an option and its value, or two
+  "$PY" "$CHECK" --model "$MODELS/lenet.cfg" --print-lr 8 --lr 0.05 --lr-schedule $sched >"$WORK/torch-lr" ||
+    fail "$name: torch_check --print-lr"
+  sed -n 's/.*"iteration": [0-9]*,.*"lr": \([^}]*\)}.*/\1/p' "$WORK/sched.json" >"$WORK/sc-lr"
+  if [ "$(wc -l <"$WORK/sc-lr")" -eq 8 ] &&
+    paste "$WORK/sc-lr" "$WORK/torch-lr" | awk '{ d = $1 - $2; if (d < 0) d = -d; if (d > 1e-7 * $2) bad = 1 } END { exit bad }'; then
+    ok "$name: the learning rate of every iteration is torch.optim.lr_scheduler's"
+  else
+    fail "$name: learning rates differ: $(paste "$WORK/sc-lr" "$WORK/torch-lr" | tr '\n' ' ')"
+  fi
+  if "$PY" "$CHECK" --model "$MODELS/lenet.cfg" --init "$WORK/sched-init.safetensors" \
+    --final "$WORK/sched-final.safetensors" --iters 8 --batch 32 --lr 0.05 --momentum 0.9 \
+    --lr-schedule $sched --data "$DATA" >"$WORK/check.log"; then
+    ok "$name: starconv on 2 ranks matches PyTorch's scheduler after 8 iterations"
+  else
+    fail "$name: starconv differs from PyTorch: $(tail -n 3 "$WORK/check.log")"
+  fi
+done
+run 2 1 $common --iters 4 --test off --lr-schedule cosine:0.001 --warmup 3:0.25 --load "$WORK/sched-init.safetensors" \
+  --save "$WORK/sched-half.safetensors" >/dev/null &&
+  run 2 1 $common --iters 8 --test off --lr-schedule cosine:0.001 --warmup 3:0.25 \
+    --resume "$WORK/sched-half.safetensors" --save "$WORK/sched-resumed.safetensors" >/dev/null ||
+  fail "cosine: a run resumed after 4 of 8 iterations"
+if cmp -s "$WORK/sched-resumed.safetensors" "$WORK/sched-final.safetensors"; then
+  ok "cosine: resumed after 4 of 8 iterations, bit-identical to the run without a stop"
+else
+  fail "cosine: the resumed run's checkpoint differs from the uninterrupted one's"
+fi
 finish

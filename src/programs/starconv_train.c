@@ -34,6 +34,12 @@ static const char usage[] =
     "  --lr X               learning rate; default 0.05\n"
     "  --momentum X         SGD momentum; default 0.9\n"
     "  --weight-decay X     L2 weight decay (as torch.optim.SGD); default 0\n"
+    "  --lr-schedule S      constant (default), step:M1,M2,...[:GAMMA] (the rate times GAMMA,\n"
+    "                       default 0.1, at each milestone iteration) or cosine[:MIN_LR] (down\n"
+    "                       to MIN_LR, default 0, at the run's last iteration), as\n"
+    "                       torch.optim.lr_scheduler's MultiStepLR and CosineAnnealingLR\n"
+    "  --warmup W[:F]       first a linear warm-up over W iterations from F times the rate\n"
+    "                       (default 1/3, as LinearLR); the schedule counts from its end\n"
     "  --seed N             initialization and shuffling seed; default 42\n"
     "  --shuffle on|off     off: global batch i is samples [i*B, (i+1)*B) in file order;\n"
     "                       on (default): a seeded permutation per epoch\n"
@@ -148,6 +154,8 @@ static const struct option train_options[] = {
     {"lr", required_argument, 0, 'l'},
     {"momentum", required_argument, 0, 'M'},
     {"weight-decay", required_argument, 0, 'w'},
+    {"lr-schedule", required_argument, 0, 1020},
+    {"warmup", required_argument, 0, 1021},
     {"seed", required_argument, 0, 's'},
     {"shuffle", required_argument, 0, 'S'},
     {"test", required_argument, 0, 't'},
@@ -315,6 +323,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 'w':
         err = sc_cli_float(name, arg, 0, &o->weight_decay);
+        break;
+    case 1020:
+        err = sc_lr_schedule_parse(arg, &o->lr_schedule);
+        break;
+    case 1021:
+        err = sc_lr_warmup_parse(arg, &o->lr_schedule);
         break;
     case 'S':
         err = sc_cli_onoff(name, arg, &o->shuffle);

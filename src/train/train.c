@@ -30,6 +30,7 @@ void sc_train_opts_default(struct sc_train_opts *o)
     o->test = 1;
     o->log_every = 50;
     o->peer_timeout = -1;
+    sc_lr_schedule_default(&o->lr_schedule);
     sc_comm_opts_default(&o->comm);
 }
 
@@ -166,6 +167,9 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
     h = fnv(h, reals, sizeof reals);
     h = fnv_str(h, o->comm.parallel);
     h = fnv_str(h, o->sched);
+    char schedule[256];
+    sc_lr_schedule_describe(&o->lr_schedule, schedule, sizeof schedule);
+    h = fnv_str(h, schedule);
     mine[OPTIONS] = h;
     mine[DATA] = dataset_fingerprint(dataset_fingerprint(FNV_START, train), test);
     h = FNV_START;
@@ -245,7 +249,7 @@ static void fmt_eta(char *buf, size_t size, double s)
 }
 
 static void report_iteration(struct progress *p, int epoch, int epochs, long it, long it_epoch, long per_epoch,
-                             long remaining, double loss, double rate)
+                             long remaining, double loss, double rate, double lr)
 {
     if (p->rank)
         return;
@@ -259,8 +263,9 @@ static void report_iteration(struct progress *p, int epoch, int epochs, long it,
     /* Six significant digits: the rate of a slow run (below one image a
      * second) would lose a tenth of itself to one decimal. */
     if (p->metrics) {
-        fprintf(p->metrics, "{\"iteration\": %ld, \"epoch\": %d, \"loss\": %.6f, \"images_per_s\": %.6g}\n", it,
-                epoch + 1, loss, rate);
+        fprintf(p->metrics,
+                "{\"iteration\": %ld, \"epoch\": %d, \"loss\": %.6f, \"images_per_s\": %.6g, \"lr\": %.9g}\n", it,
+                epoch + 1, loss, rate, lr);
         fflush(p->metrics);
     }
 }
@@ -478,11 +483,19 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
     long total = (long)o->epochs * per_epoch;
     if (o->iters >= 0 && o->iters < total)
         total = o->iters;
+    int err = sc_lr_schedule_check(&o->lr_schedule, total);
+    if (err)
+        return err;
     /* A resumed run appends to its metrics: nothing of the first part is lost. */
     if (rt->rank == 0 && o->metrics && !(p.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
         return sc_error(SC_ERR_IO, "%s: cannot write the metrics file", o->metrics);
     if (p.metrics)
         write_placement(p.metrics, rt);
+    if (rt->rank == 0 && (o->lr_schedule.kind != SC_LR_CONSTANT || o->lr_schedule.warmup)) {
+        char schedule[256];
+        sc_lr_schedule_describe(&o->lr_schedule, schedule, sizeof schedule);
+        SC_LOG(1, "learning rate %g, %s, over %ld iterations", o->lr, schedule, total);
+    }
     int32_t *order = malloc((size_t)train->n * sizeof(*order));
     if (!order) {
         if (p.metrics)
@@ -498,7 +511,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         fprintf(stderr, "resuming at iteration %ld of %ld (epoch %ld, batch %ld of %ld)\n", done, total,
                 done / per_epoch + 1, done % per_epoch + 1, per_epoch);
     struct loop_state ls = {o, train, per_epoch, net->iteration - done, 0};
-    int err = 0, trace_wanted = (o->trace || o->report) && o->trace_first > 0, tracing = 0;
+    int trace_wanted = (o->trace || o->report) && o->trace_first > 0, tracing = 0;
     for (int epoch = (int)(done / per_epoch); epoch < o->epochs && done < total && !err; epoch++) {
         epoch_order(order, train->n, o->shuffle, o->seed, epoch);
         double t0 = now(), last_t = t0;
@@ -514,6 +527,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
             if (tracing)
                 sc_trace_run_iteration(done + 1);
             sgd.iteration = net->iteration + 1;
+            sgd.lr = (float)sc_lr_at(&o->lr_schedule, o->lr, done, total);
             sc_kernel_failure_iteration(sgd.iteration);
             err = sc_net_train_batch(net, train, order + it_epoch * o->batch, &sgd);
             sc_kernel_failure_iteration(0);
@@ -531,7 +545,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                     break;
                 double rate = (done - last_done) * o->batch / (t - last_t);
                 report_iteration(&p, epoch, o->epochs, net->iteration, it_epoch + 1, per_epoch,
-                                 (total - done) * o->batch, loss, rate);
+                                 (total - done) * o->batch, loss, rate, sgd.lr);
                 last_t = t;
                 last_done = done;
                 if ((err = check_finite(&ls, rt, net, &watch, &p, loss)))

@@ -4,6 +4,7 @@
 #define SC_TRAIN_H
 
 #include "src/net/net.h"
+#include "src/train/lr_schedule.h"
 
 /* What fixes the samples of every iteration: a run resumed from a
  * checkpoint draws the same batches only when these agree. */
@@ -53,6 +54,7 @@ struct sc_train_opts {
     long iters; /* < 0: no limit */
     int batch;
     float lr, momentum, weight_decay;
+    struct sc_lr_schedule lr_schedule; /* the rate of each iteration from lr */
     uint64_t seed;
     int shuffle;
     int test; /* evaluate on the test set */
