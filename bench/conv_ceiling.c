@@ -73,8 +73,8 @@ static int model_shapes(const char *m, int batch, struct shape *v, int *n)
         return 0;
     }
     if (!strcmp(m, "lenet")) {
-        add(v, n, (struct shape){batch, 1, 28, 28, 6, 5, 1, 2, 1});
-        add(v, n, (struct shape){batch, 6, 14, 14, 16, 5, 1, 0, 0});
+        add(v, n, (struct shape){batch, 1, 28, 28, 32, 3, 1, 1, 1});
+        add(v, n, (struct shape){batch, 32, 14, 14, 64, 3, 1, 1, 0});
         return 0;
     }
     if (!strcmp(m, "resnet50")) { /* torchvision's resnet50(), 224 x 224 */

@@ -21,17 +21,17 @@ want=$(awk 'BEGIN { printf "%.3f", 2*6*8*8*4*9 * 2 * 3 * 1e-9 }')
 got=$(awk '/^all:/ { print $2 }' "$WORK/out")
 [ "$got" = "$want" ] || fail "--shape 2,4,8,8,6,3,1,1: $got GFLOP, want $want"
 
-# lenet at 4 samples: conv1 (1->6, 5x5, pad 2, 28x28) forward and backward
-# weights only, conv2 (6->16, 5x5, 14x14 -> 10x10) all three.
+# lenet at 4 samples: conv1 (1->32, 3x3, pad 1, 28x28) forward and
+# backward weights only, conv2 (32->64, 3x3, pad 1, 14x14) all three.
 "$CEIL" --reps 1 --model lenet --batch 4 --peak 100 >"$WORK/out" 2>"$WORK/err" || fail "--model lenet: $(cat "$WORK/err")"
-want=$(awk 'BEGIN { printf "%.3f", (4*6*28*28*1*25 * 2 * 2 + 4*16*10*10*6*25 * 2 * 3) * 1e-9 }')
+want=$(awk 'BEGIN { printf "%.3f", (4*32*28*28*1*9 * 2 * 2 + 4*64*14*14*32*9 * 2 * 3) * 1e-9 }')
 got=$(awk '/^all:/ { print $2 }' "$WORK/out")
 [ "$got" = "$want" ] || fail "--model lenet: $got GFLOP, want $want"
 grep -q "% of 100.0" "$WORK/out" || fail "--peak 100: no fraction of it in: $(tail -n 1 "$WORK/out")"
 # starconv-train's setup line names the implementation of its largest
-# convolution (lenet's conv2 at the batch of one rank), the one this tool
+# convolution (lenet's conv2 at 4 samples), the one this tool
 # reports for that shape.
-impl=$(awk '$1 == "4,6,14,14,16,5,1,0" { print $NF }' "$WORK/out")
+impl=$(awk '$1 == "4,32,14,14,64,3,1,1" { print $NF }' "$WORK/out")
 STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" --data "$DATA" --model "$MODELS/lenet.cfg" --batch 4 --iters 1 --test off \
   >"$WORK/train.out" 2>&1 || fail "starconv-train lenet: $(tail -n 2 "$WORK/train.out")"
 grep -q "; convolutions on CPU: oneDNN $impl\$" "$WORK/train.out" ||
