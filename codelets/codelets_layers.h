@@ -121,12 +121,15 @@ int sc_insert_copy(const struct sc_task_opts *opts, int n, starpu_data_handle_t 
 /* ---- global average pooling over a (possibly partial) block ----
  * The caller passes scale = 1/(H*W of the whole image) and adds up the
  * results of the blocks of an image itself. */
-/* R x[n*c*hw], W y[n*c]: y[i*c+ch] = scale * sum over hw of x (in double). */
-int sc_insert_gap_fwd(const struct sc_task_opts *opts, int n, int c, int hw, float scale, starpu_data_handle_t x,
-                      starpu_data_handle_t y, const char *name);
-/* R dy[n*c], W dx[n*c*hw]: dx[(i*c+ch)*hw + p] = scale*dy[i*c+ch]. */
-int sc_insert_gap_bwd(const struct sc_task_opts *opts, int n, int c, int hw, float scale, starpu_data_handle_t dy,
-                      starpu_data_handle_t dx, const char *name);
+/* R x[n*c*hw], W y[n*c]: y[i*c+ch] = scale * sum over hw of x (in double);
+ * blk: x's layout, 0 NCHW, else channels in blocks of blk (c a multiple
+ * of it; CPU workers only).  y is one value per channel either way. */
+int sc_insert_gap_fwd(const struct sc_task_opts *opts, int n, int c, int hw, int blk, float scale,
+                      starpu_data_handle_t x, starpu_data_handle_t y, const char *name);
+/* R dy[n*c], W dx[n*c*hw]: dx[(i*c+ch)*hw + p] = scale*dy[i*c+ch] (dx in
+ * the layout blk, as for the forward's x). */
+int sc_insert_gap_bwd(const struct sc_task_opts *opts, int n, int c, int hw, int blk, float scale,
+                      starpu_data_handle_t dy, starpu_data_handle_t dx, const char *name);
 
 /* ---- per-pixel softmax cross-entropy (segmentation-like outputs;
  * struct sc_pixel_xent_args in kernels/loss.h) ---- */

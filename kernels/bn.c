@@ -25,11 +25,117 @@ static void sum2(const float *restrict p, size_t n, double *s, double *sq)
         *sq += (b0 + b1) + (b2 + b3);
 }
 
+/* ---- channel-blocked tiles (a.blk > 0) ----
+ * Sample i's channel block cb is hw rows of blk channels each; the sums
+ * run per channel lane over the rows, in double, and the element-wise
+ * passes compute what the NCHW ones compute for each element. */
+
+enum { BLK_MAX = 16 };
+
+static size_t blk_off(const struct sc_bn_args *a, int i, int cb)
+{
+    return ((size_t)i * (a->c / a->blk) + cb) * a->hw * a->blk;
+}
+
+static void blk_stats(const struct sc_bn_args *a, const float *x, double *st)
+{
+    const int b = a->blk;
+    for (int cb = 0; cb < a->c / b; cb++) {
+        double s[BLK_MAX] = {0}, q[BLK_MAX] = {0};
+        for (int i = 0; i < a->n; i++) {
+            const float *restrict p = x + blk_off(a, i, cb);
+            for (int r = 0; r < a->hw; r++, p += b)
+#pragma omp simd
+                for (int k = 0; k < b; k++) {
+                    double v = p[k];
+                    s[k] += v;
+                    q[k] += v * v;
+                }
+        }
+        for (int k = 0; k < b; k++) {
+            st[cb * b + k] = s[k];
+            st[a->c + cb * b + k] = q[k];
+        }
+    }
+}
+
+/* y = (x - mean)*s + beta per channel lane (then ReLU), over every row. */
+static void blk_apply(const struct sc_bn_args *a, const float *x, float *y, const float *mean, const float *s,
+                      const float *beta)
+{
+    const int b = a->blk;
+    for (int i = 0; i < a->n; i++)
+        for (int cb = 0; cb < a->c / b; cb++) {
+            size_t off = blk_off(a, i, cb);
+            const float *restrict xp = x + off, *m = mean + cb * b, *sc = s + cb * b, *bt = beta + cb * b;
+            float *restrict yp = y + off;
+            for (int r = 0; r < a->hw; r++, xp += b, yp += b)
+                if (a->relu) {
+#pragma omp simd
+                    for (int k = 0; k < b; k++) {
+                        float v = (xp[k] - m[k]) * sc[k] + bt[k];
+                        yp[k] = v > 0.0f ? v : 0.0f;
+                    }
+                } else {
+#pragma omp simd
+                    for (int k = 0; k < b; k++)
+                        yp[k] = (xp[k] - m[k]) * sc[k] + bt[k];
+                }
+        }
+}
+
+static void blk_bwd_stats(const struct sc_bn_args *a, const float *x, const float *dy, const float *saved, double *ds)
+{
+    const int b = a->blk;
+    for (int cb = 0; cb < a->c / b; cb++) {
+        double sd[BLK_MAX] = {0}, sdx[BLK_MAX] = {0}, mean[BLK_MAX];
+        for (int k = 0; k < b; k++)
+            mean[k] = saved[cb * b + k];
+        for (int i = 0; i < a->n; i++) {
+            size_t off = blk_off(a, i, cb);
+            const float *restrict xp = x + off, *restrict dp = dy + off;
+            for (int r = 0; r < a->hw; r++, xp += b, dp += b)
+#pragma omp simd
+                for (int k = 0; k < b; k++) {
+                    double g = dp[k];
+                    sd[k] += g;
+                    sdx[k] += g * (xp[k] - mean[k]);
+                }
+        }
+        for (int k = 0; k < b; k++) {
+            ds[cb * b + k] = sd[k];
+            ds[a->c + cb * b + k] = sdx[k] * saved[a->c + cb * b + k];
+        }
+    }
+}
+
+/* dx = ky*dy + kx*(x - mean) + k0 per channel lane. */
+static void blk_bwd_data(const struct sc_bn_args *a, const float *x, const float *dy, const float *mean,
+                         const float *ky, const float *kx, const float *k0, float *dx)
+{
+    const int b = a->blk;
+    for (int i = 0; i < a->n; i++)
+        for (int cb = 0; cb < a->c / b; cb++) {
+            size_t off = blk_off(a, i, cb);
+            const float *restrict xp = x + off, *restrict dp = dy + off;
+            const float *m = mean + cb * b, *y = ky + cb * b, *xk = kx + cb * b, *z = k0 + cb * b;
+            float *restrict o = dx + off;
+            for (int r = 0; r < a->hw; r++, xp += b, dp += b, o += b)
+#pragma omp simd
+                for (int k = 0; k < b; k++)
+                    o[k] = y[k] * dp[k] + xk[k] * (xp[k] - m[k]) + z[k];
+        }
+}
+
 /* ---- statistics: stats = [sum x | sum x^2] ---- */
 
 void sc_bn_stats(const struct sc_bn_args *args, const float *x, double *st)
 {
     const struct sc_bn_args a = *args;
+    if (a.blk) {
+        blk_stats(&a, x, st);
+        return;
+    }
     for (int ch = 0; ch < 2 * a.c; ch++)
         st[ch] = 0.0;
     for (int i = 0; i < a.n; i++)
@@ -70,6 +176,13 @@ void sc_bn_fwd(const struct sc_bn_args *args, double count, const float *x, cons
         saved[ch] = (float)mean;
         saved[a.c + ch] = (float)(1.0 / sqrt(var + a.eps));
     }
+    if (a.blk) {
+        float s[a.c];
+        for (int ch = 0; ch < a.c; ch++)
+            s[ch] = prm[ch] * saved[a.c + ch];
+        blk_apply(&a, x, y, saved, s, prm + a.c);
+        return;
+    }
     for (int i = 0; i < a.n; i++)
         for (int ch = 0; ch < a.c; ch++) {
             size_t off = ((size_t)i * a.c + ch) * a.hw;
@@ -82,6 +195,13 @@ void sc_bn_fwd(const struct sc_bn_args *args, double count, const float *x, cons
 void sc_bn_fwd_eval(const struct sc_bn_args *args, const float *x, const float *run, const float *prm, float *y)
 {
     const struct sc_bn_args a = *args;
+    if (a.blk) {
+        float s[a.c];
+        for (int ch = 0; ch < a.c; ch++)
+            s[ch] = (float)(prm[ch] / sqrt((double)run[a.c + ch] + a.eps));
+        blk_apply(&a, x, y, run, s, prm + a.c);
+        return;
+    }
     for (int ch = 0; ch < a.c; ch++) {
         float s = (float)(prm[ch] / sqrt((double)run[a.c + ch] + a.eps));
         for (int i = 0; i < a.n; i++) {
@@ -121,6 +241,10 @@ void sc_bn_running_update(const struct sc_bn_args *args, double count, const dou
 void sc_bn_bwd_stats(const struct sc_bn_args *args, const float *x, const float *dy, const float *saved, double *ds)
 {
     const struct sc_bn_args a = *args;
+    if (a.blk) {
+        blk_bwd_stats(&a, x, dy, saved, ds);
+        return;
+    }
     for (int ch = 0; ch < a.c; ch++) {
         double mean = saved[ch], invstd = saved[a.c + ch];
         double sd = 0.0, sdx = 0.0;
@@ -162,12 +286,18 @@ void sc_bn_bwd_data(const struct sc_bn_args *args, double count, const float *x,
                     const float *saved, const double *ds, float *dx)
 {
     const struct sc_bn_args a = *args;
+    /* blocked tiles keep each channel's constants, for the lanes */
+    float bky[a.blk ? a.c : 1], bkx[a.blk ? a.c : 1], bk0[a.blk ? a.c : 1];
     for (int ch = 0; ch < a.c; ch++) {
         /* dx = k*(dy - mdy - (x - mean)*invstd*mdx), k = gamma*invstd */
         double invstd = saved[a.c + ch];
         double k = prm[ch] * invstd;
         double mdy = ds[ch] / count, mdx = ds[a.c + ch] / count;
         float mean = saved[ch], ky = (float)k, kx = (float)(-k * mdx * invstd), k0 = (float)(-k * mdy);
+        if (a.blk) {
+            bky[ch] = ky, bkx[ch] = kx, bk0[ch] = k0;
+            continue;
+        }
         for (int i = 0; i < a.n; i++) {
             size_t off = ((size_t)i * a.c + ch) * a.hw;
             const float *restrict xp = x + off, *restrict dp = dy + off;
@@ -177,4 +307,6 @@ void sc_bn_bwd_data(const struct sc_bn_args *args, double count, const float *x,
                 o[p] = ky * dp[p] + kx * (xp[p] - mean) + k0;
         }
     }
+    if (a.blk)
+        blk_bwd_data(&a, x, dy, saved, bky, bkx, bk0, dx);
 }

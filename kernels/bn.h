@@ -2,7 +2,7 @@
  * of the forward and backward passes, in double, so that they can be added
  * up over tiles and ranks before use, and the element-wise passes that use
  * them (codelets/codelets_layers.h says how the phases chain).  A tile is
- * x[n*c*hw], NCHW; stats and dstats are double vectors of 2c, params and
+ * x[n*c*hw], NCHW or channel-blocked (blk); stats and dstats are double vectors of 2c, params and
  * saved float vectors of 2c. */
 #ifndef SC_KERNELS_BN_H
 #define SC_KERNELS_BN_H
@@ -12,6 +12,8 @@ struct sc_bn_args {
     float eps;      /* added to the variance */
     float momentum; /* of the running statistics, as PyTorch's (0.1) */
     int relu;       /* 1: y = max(0, bn(x)) */
+    int blk;        /* the layout of x, y, dy, dx: 0 NCHW, else channels in blocks of
+                     * blk (nChw8c: 8), c a multiple of it (kernels.h, sc_conv_act_block) */
 };
 
 /* stats = [sum x | sum x^2] per channel, over n and hw (overwritten). */

@@ -16,17 +16,31 @@ struct conv_mds {
     dnnl_memory_desc_t x, w, b, y;
 };
 
-/* The caller's buffers are NCHW/OIHW (plain).  oneDNN's fast kernels want
- * channel-blocked layouts (faster for LeNet's layers even with the
- * reorders), so the primitives are created on "any" layouts and reorders
- * bridge the two. */
-static void conv_mds(struct conv_mds *m, const struct sc_conv_args *a, int plain)
+/* The layout tag of an activation in channel blocks of blk (0: NCHW). */
+static dnnl_format_tag_t act_tag(int blk)
 {
-    dnnl_format_tag_t act = plain ? dnnl_nchw : dnnl_format_tag_any;
-    sc_md_nchw(&m->x, a->n, a->c, a->h, a->w, act);
-    sc_md_nchw(&m->w, a->f, a->c, a->kh, a->kw, plain ? dnnl_oihw : dnnl_format_tag_any);
+    return blk == 16 ? dnnl_aBcd16b : blk == 8 ? dnnl_aBcd8b : dnnl_nchw;
+}
+
+/* The caller's weights are OIHW, its activations NCHW or channel-blocked
+ * (xblk, yblk).  oneDNN's fast kernels want channel-blocked layouts
+ * (faster for LeNet's layers even with the reorders), so the primitives
+ * are created on "any" layouts for what the caller holds plain, and on
+ * the caller's own layout for what it holds blocked, which then needs no
+ * reorder; reorders bridge the rest.  user: the caller's layouts; else
+ * the primitive's, plain for every tensor when plain (a blocked tensor
+ * then gets its reorder). */
+static void conv_mds(struct conv_mds *m, const struct sc_conv_args *a, int user, int plain)
+{
+    dnnl_format_tag_t xt = user || plain ? dnnl_nchw : dnnl_format_tag_any, yt = xt;
+    if (!plain) {
+        xt = a->xblk ? act_tag(a->xblk) : xt;
+        yt = a->yblk ? act_tag(a->yblk) : yt;
+    }
+    sc_md_nchw(&m->x, a->n, a->c, a->h, a->w, xt);
+    sc_md_nchw(&m->w, a->f, a->c, a->kh, a->kw, plain || user ? dnnl_oihw : dnnl_format_tag_any);
     sc_md_1d(&m->b, a->f);
-    sc_md_nchw(&m->y, a->n, a->f, a->oh, a->ow, act);
+    sc_md_nchw(&m->y, a->n, a->f, a->oh, a->ow, yt);
 }
 
 #define CONV_GEOMETRY(a)                                                                                               \
@@ -43,7 +57,7 @@ static dnnl_primitive_desc_t conv_fwd_pd(const struct sc_conv_args *a, int relu)
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     CONV_GEOMETRY(a);
-    conv_mds(&m, a, 0);
+    conv_mds(&m, a, 0, 0);
     TRY(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m.x, &m.w,
                                            a->nobias ? NULL : &m.b, &m.y, strides, pad_l, pad_r));
     TRY(dnnl_primitive_attr_create(&attr));
@@ -114,7 +128,7 @@ static void *conv_fwd_create(const void *key)
 {
     const struct sc_conv_args *a = key;
     struct conv_mds m;
-    conv_mds(&m, a, 1);
+    conv_mds(&m, a, 1, 0);
     const dnnl_memory_desc_t *u[3] = {&m.x, &m.w, &m.y};
     const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
     return conv_prim_make(conv_fwd_pd(a, a->relu), u, q, 2, a->nobias ? NULL : &m.b);
@@ -127,11 +141,11 @@ static void *conv_bwd_data_create(const void *key)
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
     CONV_GEOMETRY(a);
-    conv_mds(&m, a, 1);
+    conv_mds(&m, a, 1, 0);
     /* Blocking pads c to 16: for a few input channels the plain
      * (gemm-based) kernel is faster, the padded channels being mostly
      * zeros. */
-    conv_mds(&any, a, a->c <= 4);
+    conv_mds(&any, a, 0, a->c <= 4);
     if (hint &&
         dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w, &any.y, strides, pad_l,
                                                  pad_r) == dnnl_success &&
@@ -151,11 +165,11 @@ static void *conv_bwd_filter_create(const void *key)
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
     CONV_GEOMETRY(a);
-    conv_mds(&m, a, 1);
+    conv_mds(&m, a, 1, 0);
     /* As for backward data: with a few input channels the plain
      * (gemm-based) kernel is faster than a blocked one with the reorders
      * of x and dy it needs. */
-    conv_mds(&any, a, a->c <= 4);
+    conv_mds(&any, a, 0, a->c <= 4);
     if (hint &&
         dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
                                                     a->nobias ? NULL : &m.b, &any.y, strides, pad_l,
@@ -221,4 +235,20 @@ int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n)
     snprintf(buf, n, "%s", impl);
     dnnl_primitive_desc_destroy(pd);
     return 0;
+}
+
+int sc_conv_act_block(const struct sc_conv_args *a)
+{
+    struct sc_conv_args plain = *a;
+    plain.xblk = plain.yblk = 0;
+    dnnl_primitive_desc_t pd = conv_fwd_pd(&plain, 0);
+    if (!pd)
+        return 0;
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    int blk = 0;
+    if (md && md->format_kind == dnnl_blocked && md->format_desc.blocking.inner_nblks == 1 &&
+        md->format_desc.blocking.inner_idxs[0] == 1)
+        blk = (int)md->format_desc.blocking.inner_blks[0];
+    dnnl_primitive_desc_destroy(pd);
+    return blk == 8 || blk == 16 ? blk : 0;
 }

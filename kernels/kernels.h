@@ -30,6 +30,8 @@ struct sc_conv_args {
     int nobias;         /* 1: no bias: the parameters are the weights alone, and backward
                          * makes no bias gradient (a channel-split convolution's partial
                          * sums but one) */
+    int xblk, yblk;     /* the layouts of x (and dx) and of y (and dy): 0 NCHW, else
+                         * channels in blocks of that many (nChw8c: 8), C a multiple of it */
 };
 
 /* ---- pooling ---- */
@@ -39,6 +41,8 @@ struct sc_pool_args {
     int oh, ow;
     int max;         /* 1 max pooling, 0 average */
     int include_pad; /* average only: 1 divides by kh*kw (PyTorch's default) */
+    int blk;         /* the layout of x, y and their gradients: 0 NCHW, else channels in
+                      * blocks of that many, c a multiple of it (sc_conv_act_block) */
 };
 /* Bytes of the max-pooling workspace for these args (0 for average). */
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
@@ -122,6 +126,10 @@ void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const str
  * -1 when oneDNN has none.  Users read it to see which ISA their
  * convolutions run in. */
 int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n);
+/* The channel block of the activation layout oneDNN prefers for a's
+ * forward convolution on this CPU (8 for nChw8c, 16 for nChw16c), 0 when
+ * it prefers a layout without one block of channels (or has none). */
+int sc_conv_act_block(const struct sc_conv_args *a);
 void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
                      float *out, void *ws);
 /* Fully connected through CBLAS; params = [W[out][in] | b[out]]. */

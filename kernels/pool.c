@@ -1,5 +1,6 @@
 /* Max and average pooling, forward and backward (kernels.h): average
- * pooling through oneDNN, max pooling in plain loops on NCHW.
+ * pooling through oneDNN, max pooling in plain loops on NCHW or on a
+ * channel-blocked layout (a->blk).
  *
  * Why max pooling is ours: oneDNN 2.6 pools NCHW with a jit kernel only on
  * AVX-512, and even its jit kernels write their workspace (the argmax) in
@@ -295,6 +296,69 @@ static void max_bwd(const struct sc_pool_args *a, const float *dy, const void *w
     }
 }
 
+/* Channel-blocked max pooling (a->blk > 0): the general loop on each
+ * row of blk channel lanes, the workspace in y's layout.  The same
+ * maxima, first maxima and sums as the NCHW loops, lane by lane. */
+enum { POOL_BLK_MAX = 16 };
+
+static void max_fwd_blocked(const struct sc_pool_args *a, const float *x, float *y, void *ws)
+{
+    const int b = a->blk, wide = ws_wide(a);
+    size_t planes = (size_t)a->n * (a->c / b);
+    for (size_t p = 0; p < planes; p++) {
+        const float *xp = x + p * a->h * a->w * b;
+        for (int oh = 0; oh < a->oh; oh++)
+            for (int ow = 0; ow < a->ow; ow++) {
+                int ih0 = oh * a->sh - a->ph, iw0 = ow * a->sw - a->pw;
+                float d[POOL_BLK_MAX];
+                int idx[POOL_BLK_MAX];
+                for (int k = 0; k < b; k++)
+                    d[k] = -FLT_MAX, idx[k] = 0;
+                for (int kh = 0; kh < a->kh; kh++) {
+                    int ih = ih0 + kh;
+                    if (ih < 0 || ih >= a->h)
+                        continue;
+                    for (int kw = 0; kw < a->kw; kw++) {
+                        int iw = iw0 + kw, at = kh * a->kw + kw;
+                        if (iw < 0 || iw >= a->w)
+                            continue;
+                        const float *v = xp + ((size_t)ih * a->w + iw) * b;
+#pragma omp simd
+                        for (int k = 0; k < b; k++) {
+                            int more = v[k] > d[k];
+                            d[k] = more ? v[k] : d[k];
+                            idx[k] = more ? at : idx[k];
+                        }
+                    }
+                }
+                size_t o = ((p * a->oh + oh) * a->ow + ow) * b;
+                for (int k = 0; k < b; k++) {
+                    y[o + k] = d[k];
+                    ws_put(ws, wide, o + k, idx[k]);
+                }
+            }
+    }
+}
+
+static void max_bwd_blocked(const struct sc_pool_args *a, const float *dy, const void *ws, float *dx)
+{
+    const int b = a->blk, wide = ws_wide(a);
+    size_t planes = (size_t)a->n * (a->c / b);
+    memset(dx, 0, (size_t)a->n * a->c * a->h * a->w * sizeof(float));
+    for (size_t p = 0; p < planes; p++) {
+        float *dxp = dx + p * a->h * a->w * b;
+        for (int oh = 0; oh < a->oh; oh++)
+            for (int ow = 0; ow < a->ow; ow++) {
+                size_t o = ((p * a->oh + oh) * a->ow + ow) * b;
+                for (int k = 0; k < b; k++) {
+                    int idx = ws_get(ws, wide, o + k);
+                    int ih = oh * a->sh - a->ph + idx / a->kw, iw = ow * a->sw - a->pw + idx % a->kw;
+                    dxp[((size_t)ih * a->w + iw) * b + k] += dy[o + k];
+                }
+            }
+    }
+}
+
 /* What one direction of average pooling caches: the primitive and what it
  * reads and writes (each with its reorder from or to the caller's NCHW
  * when the primitive runs blocked). */
@@ -320,8 +384,9 @@ static void *pool_prim_make(dnnl_primitive_desc_t pd, const struct sc_pool_args 
 {
     struct pool_prim *c = calloc(1, sizeof *c);
     dnnl_memory_desc_t x, y;
-    sc_md_nchw(&x, a->n, a->c, a->h, a->w, dnnl_nchw);
-    sc_md_nchw(&y, a->n, a->c, a->oh, a->ow, dnnl_nchw);
+    dnnl_format_tag_t tag = a->blk == 16 ? dnnl_nChw16c : a->blk == 8 ? dnnl_nChw8c : dnnl_nchw;
+    sc_md_nchw(&x, a->n, a->c, a->h, a->w, tag);
+    sc_md_nchw(&y, a->n, a->c, a->oh, a->ow, tag);
     if (!c || !pd || sc_io_init(&c->io[0], bwd ? &y : &x, dnnl_primitive_desc_query_md(pd, qin, 0), 0) ||
         sc_io_init(&c->io[1], bwd ? &x : &y, dnnl_primitive_desc_query_md(pd, qout, 0), 1))
         goto fail;
@@ -367,7 +432,11 @@ void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const str
 {
     int bwd = dir == SC_POOL_BWD;
     if (a->max) {
-        if (bwd)
+        if (a->blk > 0 && a->blk <= POOL_BLK_MAX && bwd)
+            max_bwd_blocked(a, in, ws, out);
+        else if (a->blk > 0 && a->blk <= POOL_BLK_MAX)
+            max_fwd_blocked(a, in, out, ws);
+        else if (bwd)
             max_bwd(a, in, ws, out);
         else
             max_fwd(a, in, out, ws);

@@ -149,8 +149,28 @@ void sc_count_nonfinite(float *count, const float *g, size_t n)
 
 /* ---- global average pooling ---- */
 
-void sc_gap_fwd(float *y, const float *x, size_t rows, int hw, float scale)
+enum { GAP_BLK_MAX = 16 };
+
+static void gap_fwd_blocked(float *y, const float *x, size_t rows, int hw, int blk, float scale)
 {
+    for (size_t g = 0; g < rows / blk; g++) {
+        const float *restrict p = x + g * hw * blk;
+        double s[GAP_BLK_MAX] = {0};
+        for (int i = 0; i < hw; i++, p += blk)
+#pragma omp simd
+            for (int k = 0; k < blk; k++)
+                s[k] += p[k];
+        for (int k = 0; k < blk; k++)
+            y[g * blk + k] = (float)(scale * s[k]);
+    }
+}
+
+void sc_gap_fwd(float *y, const float *x, size_t rows, int hw, int blk, float scale)
+{
+    if (blk > 0 && blk <= GAP_BLK_MAX) {
+        gap_fwd_blocked(y, x, rows, hw, blk, scale);
+        return;
+    }
     for (size_t r = 0; r < rows; r++) {
         const float *p = x + r * hw;
         double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
@@ -163,8 +183,20 @@ void sc_gap_fwd(float *y, const float *x, size_t rows, int hw, float scale)
     }
 }
 
-void sc_gap_bwd(float *dx, const float *dy, size_t rows, int hw, float scale)
+void sc_gap_bwd(float *dx, const float *dy, size_t rows, int hw, int blk, float scale)
 {
+    if (blk > 0 && blk <= GAP_BLK_MAX) {
+        for (size_t g = 0; g < rows / blk; g++) {
+            float v[GAP_BLK_MAX];
+            for (int k = 0; k < blk; k++)
+                v[k] = scale * dy[g * blk + k];
+            float *restrict p = dx + g * hw * blk;
+            for (int i = 0; i < hw; i++, p += blk)
+                for (int k = 0; k < blk; k++)
+                    p[k] = v[k];
+        }
+        return;
+    }
     for (size_t r = 0; r < rows; r++) {
         float v = scale * dy[r];
         float *p = dx + r * hw;

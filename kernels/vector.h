@@ -41,8 +41,10 @@ void sc_count_nonfinite(float *count, const float *g, size_t n);
 
 /* Global average pooling over rows of hw values: y[r] = scale * sum of
  * x[r*hw .. r*hw + hw) (summed in double), r < rows; backward
- * dx[r*hw + p] = scale*dy[r]. */
-void sc_gap_fwd(float *y, const float *x, size_t rows, int hw, float scale);
-void sc_gap_bwd(float *dx, const float *dy, size_t rows, int hw, float scale);
+ * dx[r*hw + p] = scale*dy[r].  blk > 0: x and dx hold the rows in groups
+ * of blk, interleaved (a channel-blocked layout: row g*blk + k at
+ * (g*hw + p)*blk + k), rows a multiple of blk. */
+void sc_gap_fwd(float *y, const float *x, size_t rows, int hw, int blk, float scale);
+void sc_gap_bwd(float *dx, const float *dy, size_t rows, int hw, int blk, float scale);
 
 #endif

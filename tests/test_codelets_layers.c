@@ -572,8 +572,8 @@ static void test_gap(int n, int c, int hw, float scale)
     size_t ne = (size_t)n * c * hw;
     struct buf x = mkf(ne, RANDOM), y = mkf((size_t)n * c, UNSET);
     struct buf dy = mkf((size_t)n * c, RANDOM), dx = mkf(ne, UNSET);
-    inserted(sc_insert_gap_fwd(NULL, n, c, hw, scale, x.h, y.h, "gap_fwd"), "gap_fwd");
-    inserted(sc_insert_gap_bwd(NULL, n, c, hw, scale, dy.h, dx.h, "gap_bwd"), "gap_bwd");
+    inserted(sc_insert_gap_fwd(NULL, n, c, hw, 0, scale, x.h, y.h, "gap_fwd"), "gap_fwd");
+    inserted(sc_insert_gap_bwd(NULL, n, c, hw, 0, scale, dy.h, dx.h, "gap_bwd"), "gap_bwd");
     sync_all();
     double *yref = xmalloc(n * c * sizeof(double)), *dxref = xmalloc(ne * sizeof(double));
     for (int i = 0; i < n * c; i++) {
@@ -599,8 +599,8 @@ static void test_gap_blocks(void)
     int c = 2;
     struct buf xa = mkf(c * 4, RANDOM), xb = mkf(c * 12, RANDOM);
     struct buf ya = mkf(c, UNSET), yb = mkf(c, UNSET);
-    inserted(sc_insert_gap_fwd(NULL, 1, c, 4, 1.0f / 16, xa.h, ya.h, NULL), "gap_fwd block a");
-    inserted(sc_insert_gap_fwd(NULL, 1, c, 12, 1.0f / 16, xb.h, yb.h, NULL), "gap_fwd block b");
+    inserted(sc_insert_gap_fwd(NULL, 1, c, 4, 0, 1.0f / 16, xa.h, ya.h, NULL), "gap_fwd block a");
+    inserted(sc_insert_gap_fwd(NULL, 1, c, 12, 0, 1.0f / 16, xb.h, yb.h, NULL), "gap_fwd block b");
     sync_all();
     host(&ya), host(&yb);
     int ok = 1;
@@ -791,9 +791,9 @@ static void test_errors(void)
     expect_err(sc_insert_add(NULL, (int)ne, 0, x.h, xs.h, y.h, NULL), R, "add", "add short b");
     expect_err(sc_insert_add(NULL, 0, 0, x.h, x.h, y.h, NULL), R, "add", "add n 0");
     expect_err(sc_insert_copy(NULL, (int)ne, x.h, xs.h, NULL), R, "copy", "copy short dst");
-    expect_err(sc_insert_gap_fwd(NULL, 2, 3, 4, 0.25f, xs.h, sv.h, NULL), R, "gap_fwd", "gap_fwd short x");
-    expect_err(sc_insert_gap_fwd(NULL, 2, 3, 4, 0.25f, x.h, svs.h, NULL), R, "gap_fwd", "gap_fwd short y");
-    expect_err(sc_insert_gap_bwd(NULL, 2, 3, 4, 0.25f, sv.h, xs.h, NULL), R, "gap_bwd", "gap_bwd short dx");
+    expect_err(sc_insert_gap_fwd(NULL, 2, 3, 4, 0, 0.25f, xs.h, sv.h, NULL), R, "gap_fwd", "gap_fwd short x");
+    expect_err(sc_insert_gap_fwd(NULL, 2, 3, 4, 0, 0.25f, x.h, svs.h, NULL), R, "gap_fwd", "gap_fwd short y");
+    expect_err(sc_insert_gap_bwd(NULL, 2, 3, 4, 0, 0.25f, sv.h, xs.h, NULL), R, "gap_bwd", "gap_bwd short dx");
     struct sc_pixel_xent_args px = {2, 3, 4, 0.125f};
     expect_err(sc_insert_pixel_xent(NULL, &px, xs.h, lab.h, y.h, sv.h, NULL), R, "pixel_xent",
                "pixel_xent short logits");

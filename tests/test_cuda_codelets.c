@@ -312,12 +312,12 @@ static int s_copy(const void *a, starpu_data_handle_t *h)
 static int s_gap_fwd(const void *a, starpu_data_handle_t *h)
 {
     const struct ew_case *e = a;
-    return sc_insert_gap_fwd(NULL, e->n, e->c, e->hw, e->scale, h[0], h[1], "gap_fwd");
+    return sc_insert_gap_fwd(NULL, e->n, e->c, e->hw, 0, e->scale, h[0], h[1], "gap_fwd");
 }
 static int s_gap_bwd(const void *a, starpu_data_handle_t *h)
 {
     const struct ew_case *e = a;
-    return sc_insert_gap_bwd(NULL, e->n, e->c, e->hw, e->scale, h[0], h[1], "gap_bwd");
+    return sc_insert_gap_bwd(NULL, e->n, e->c, e->hw, 0, e->scale, h[0], h[1], "gap_bwd");
 }
 static int s_pixel_xent(const void *a, starpu_data_handle_t *h)
 {

@@ -59,6 +59,7 @@ static int bn_shapes(struct sc_layer *l, int max_n)
     l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */
     l->group_sum_len = p->sample_stats ? 2 * (size_t)c : 0;
     l->nbuffers = 2;
+    l->layouts = SC_LAYOUTS_SAME;
     l->nbuffer_values = 2 * (size_t)c;
     l->buffers[0] = (struct sc_param_tensor){"running_mean", 1, {c}, 0, (size_t)c};
     l->buffers[1] = (struct sc_param_tensor){"running_var", 1, {c}, (size_t)c, (size_t)c};
@@ -116,8 +117,13 @@ static long pixels(const struct sc_layer *l, const struct sc_tile_io *io)
 static struct sc_bn_args bn_args(const struct sc_layer *l, const struct sc_tile_io *io)
 {
     const struct bn_state *p = l->priv;
-    return (struct sc_bn_args){
-        .n = io->n, .c = l->in.c, .hw = (int)pixels(l, io), .eps = 1e-5f, .momentum = 0.1f, .relu = p->relu};
+    return (struct sc_bn_args){.n = io->n,
+                               .c = l->in.c,
+                               .hw = (int)pixels(l, io),
+                               .eps = 1e-5f,
+                               .momentum = 0.1f,
+                               .relu = p->relu,
+                               .blk = io->y_blk};
 }
 
 /* Elements per channel the statistics span: the rank's samples times the

@@ -32,6 +32,7 @@ static int conv_parse(struct sc_layer *l, const struct sc_cfg *cfg, struct sc_cf
     return 0;
 }
 
+/* In NCHW (the planner's work); conv_io_args adds a tile's layouts. */
 static struct sc_conv_args conv_args(const struct sc_layer *l, int n)
 {
     const struct conv *p = l->priv;
@@ -52,6 +53,14 @@ static struct sc_conv_args conv_args(const struct sc_layer *l, int n)
         .relu = p->relu,
         .nobias = !p->bias,
     };
+}
+
+static struct sc_conv_args conv_io_args(const struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct sc_conv_args a = conv_args(l, io->n);
+    a.xblk = io->x_blk;
+    a.yblk = io->y_blk;
+    return a;
 }
 
 static int conv_shapes(struct sc_layer *l, int max_n)
@@ -75,6 +84,7 @@ static int conv_shapes(struct sc_layer *l, int max_n)
     l->nparams = nw + (p->bias ? p->filters : 0);
     l->ntensors = p->bias ? 2 : 1;
     l->mixes_channels = 1;
+    l->layouts = SC_LAYOUTS_ANY;
     l->tensors[0] = (struct sc_param_tensor){"weight", 4, {p->filters, l->in.c, p->size, p->size}, 0, nw};
     l->tensors[1] = (struct sc_param_tensor){"bias", 1, {p->filters}, nw, (size_t)p->filters};
     l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, oh};
@@ -96,7 +106,7 @@ static void conv_init(struct sc_layer *l, float *params, uint64_t seed)
 static int conv_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct conv *p = l->priv;
-    struct sc_conv_args a = conv_args(l, io->n);
+    struct sc_conv_args a = conv_io_args(l, io);
     if (io->split) {
         struct sc_region_args t = {.op = SC_REGION_CONV_FWD, .conv = a};
         return sc_region_forward(l, io, &t, io->params, io->y, p->fwd);
@@ -126,7 +136,7 @@ static int conv_act_backward_sum(struct sc_layer *l, const struct sc_tile_io *io
 static int conv_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct conv *p = l->priv;
-    struct sc_conv_args a = conv_args(l, io->n);
+    struct sc_conv_args a = conv_io_args(l, io);
     int err = 0;
     struct sc_region_args t = {.conv = a};
     if (io->dx) {

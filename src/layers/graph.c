@@ -92,6 +92,7 @@ static int shortcut_shapes(struct sc_layer *l, int max_n)
     l->out = l->in;
     l->dx_is_dy = 1;
     l->reads_dy_only = !p->relu;
+    l->layouts = SC_LAYOUTS_SAME;                            /* adds element by element */
     l->win_r = l->win_c = (struct sc_window){0, 1, 0, 0, 0}; /* pointwise */
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.relu_bwd", l->name);
@@ -141,6 +142,7 @@ static int gap_shapes(struct sc_layer *l, int max_n)
      * samples (redistributing a spatially split input). */
     l->whole_sample = 1;
     l->reads_dy_only = 1;
+    l->layouts = SC_LAYOUTS_IN;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
     return 0;
@@ -150,14 +152,15 @@ static int gap_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct graph_layer *p = l->priv;
     int hw = l->in.h * l->in.w;
-    return sc_insert_gap_fwd(io->task, io->n, l->in.c, hw, 1.0f / (float)hw, io->x, io->y, p->fwd);
+    return sc_insert_gap_fwd(io->task, io->n, l->in.c, hw, io->x_blk, 1.0f / (float)hw, io->x, io->y, p->fwd);
 }
 
 static int gap_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct graph_layer *p = l->priv;
     int hw = l->in.h * l->in.w;
-    return io->dx ? sc_insert_gap_bwd(io->task, io->n, l->in.c, hw, 1.0f / (float)hw, io->dy, io->dx, p->bwd) : 0;
+    return io->dx ? sc_insert_gap_bwd(io->task, io->n, l->in.c, hw, io->x_blk, 1.0f / (float)hw, io->dy, io->dx, p->bwd)
+                  : 0;
 }
 
 static int graph_split(const struct sc_layer *l, struct sc_layer *local, int cin, int cout, int partial, int bias)

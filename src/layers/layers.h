@@ -56,6 +56,10 @@ struct sc_tile_io {
      * layer's buffers alone, and update_buffers changes them, unless the
      * verdict says skip.  NULL: the forward pass updates them. */
     starpu_data_handle_t gate;
+    /* The layouts of x (and dx, x2) and of y (and dy): 0 NCHW, else
+     * channels in blocks of that many (the network's setup chooses them,
+     * within what the layer's layouts flag allows). */
+    int x_blk, y_blk;
 };
 
 /* A tile of a spatially split layer: the rank holds a block of each
@@ -72,6 +76,14 @@ struct sc_tile_split {
 };
 
 struct sc_layer;
+
+/* Which channel-blocked layouts (kernels.h: xblk, yblk) a layer's CPU
+ * kernels take on whole samples, the network's setup choosing (setup.c,
+ * plan_layouts): NCHW only; either layout for input and output, each its
+ * own (convolution); one layout for every input and output (per-element
+ * and per-channel layers); either for the input, NCHW for the output
+ * (global average pooling, whose 1x1 output is the same bytes in both). */
+enum sc_layer_layouts { SC_LAYOUTS_NCHW, SC_LAYOUTS_ANY, SC_LAYOUTS_SAME, SC_LAYOUTS_IN };
 
 /* What a layer's kernels compute on one block (the planner's cost model,
  * src/plan.c, times it through a calibration): a library kernel with its
@@ -181,14 +193,15 @@ struct sc_layer {
     struct sc_param_tensor buffers[2];
     int nbuffers;
     size_t nbuffer_values;
-    int dx_is_dy;       /* the gradient of every input is dy itself ([shortcut]) */
-    int reads_dy_only;  /* its backward reads dy and never writes it (no activation's
-                         * backward in place), so that its dy may be another layer's */
-    int mixes_channels; /* every output channel reads every input channel (convolution):
-                         * the grid's C splits the input channels, F the output ones;
-                         * for the other layers both split the channels alike */
-    int post_relu;      /* a partial share (split_channels): the ReLU the network applies
-                         * after summing the partial outputs */
+    int dx_is_dy;                  /* the gradient of every input is dy itself ([shortcut]) */
+    int reads_dy_only;             /* its backward reads dy and never writes it (no activation's
+                                    * backward in place), so that its dy may be another layer's */
+    int mixes_channels;            /* every output channel reads every input channel (convolution):
+                                    * the grid's C splits the input channels, F the output ones;
+                                    * for the other layers both split the channels alike */
+    int post_relu;                 /* a partial share (split_channels): the ReLU the network applies
+                                    * after summing the partial outputs */
+    enum sc_layer_layouts layouts; /* the channel-blocked layouts its CPU kernels take */
 };
 
 extern const struct sc_layer_ops sc_layer_conv_ops;

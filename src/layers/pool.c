@@ -76,6 +76,7 @@ static int pool_shapes(struct sc_layer *l, int max_n)
     l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, l->out.h};
     l->win_c = (struct sc_window){p->size, p->stride, p->pad, l->in.w, l->out.w};
     l->bwd_reads_x = p->max;
+    l->layouts = p->max ? SC_LAYOUTS_SAME : SC_LAYOUTS_NCHW;
     l->reads_dy_only = 1;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
@@ -86,6 +87,7 @@ static int pool_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct pool *p = l->priv;
     struct sc_pool_args a = pool_args(l, io->n);
+    a.blk = io->y_blk;
     if (io->split) {
         struct sc_region_args t = {.op = SC_REGION_POOL_FWD, .pool = a};
         return sc_region_forward(l, io, &t, NULL, io->y, p->fwd);
@@ -97,6 +99,7 @@ static int pool_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct pool *p = l->priv;
     struct sc_pool_args a = pool_args(l, io->n);
+    a.blk = io->y_blk;
     if (io->split && io->dx) {
         struct sc_region_args t = {.op = SC_REGION_POOL_BWD, .pool = a};
         return sc_region_backward_data(l, io, &t, NULL, io->dx, p->bwd);

@@ -39,6 +39,8 @@ struct sc_comm_opts {
     int gate_updates;     /* 1 (--nonfinite skip): no update of a batch starts before all
                            * its gradients are reduced and found finite on every rank, so
                            * that a batch is skipped whole or not at all */
+    int plain_layouts;    /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
+                           * reorders around each convolution (blocked.c) */
 };
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */

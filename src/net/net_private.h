@@ -32,6 +32,7 @@ struct bucket {
 struct layer_tiles {
     int *s0, *n, max; /* first sample (global index) and count per tile; the largest count */
     struct sc_tensor y, dy, scratch;
+    int blk; /* the layout of y and dy: 0 NCHW, else channels in blocks of blk (blocked.c) */
 };
 
 /* A layer's parameters on this rank, and how the tasks that make their
@@ -197,5 +198,11 @@ int sc_net_plan_exchanges(struct sc_net *net, int l);
  * which take the tiles' handles. */
 int sc_net_plan_gradient_sums(struct sc_net *net);
 struct sc_box sc_net_need_x_box(struct need_ctx *c, int r);
+/* blocked.c: the layout of every layer's output and its gradient
+ * (layer_tiles.blk), once the exchanges are planned: the one rule of which
+ * activations are channel-blocked.  sc_net_x_block: the layout of layer
+ * l's input (and of the gradient it writes there). */
+int sc_net_plan_blocks(struct sc_net *net);
+int sc_net_x_block(const struct sc_net *net, int l);
 
 #endif

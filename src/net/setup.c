@@ -659,6 +659,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     for (int l = 0; l < net->nlayers; l++)
         if ((err = sc_net_plan_exchanges(net, l)))
             return err;
+    if ((err = sc_net_plan_blocks(net)))
+        return err;
     if ((err = plan_buckets(net)))
         return err;
     if (D->comm.nccl && rt->size > 1 && ((err = check_nccl_grids(net)) || (err = sc_nccl_create(&D->nccl, rt->comm))))

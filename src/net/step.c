@@ -78,6 +78,8 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .split = d->xch.split ? &d->xch.split[t] : NULL,
         .group_sum = d->xch.gsum[0] ? d->xch.gsum : NULL,
         .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
+        .x_blk = sc_net_x_block(net, l),
+        .y_blk = d->tiles.blk,
     };
     return io;
 }

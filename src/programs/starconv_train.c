@@ -182,6 +182,7 @@ static const struct option train_options[] = {
     {"denormals", required_argument, 0, 1004},
     {"peak", required_argument, 0, 1005},
     {"collectives", required_argument, 0, 'C'},
+    {"layouts", required_argument, 0, 1006},
     {"comm-window", required_argument, 0, 'K'},
     {"comm-segment", required_argument, 0, 'J'},
     {"comm-direct", required_argument, 0, 1002},
@@ -226,6 +227,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
             o->comm.nccl = !strcmp(arg, "nccl");
         else
             err = sc_error(SC_ERR_ARG, "--collectives: '%s' is neither tasks nor nccl", arg);
+        break;
+    case 1006:
+        if (!strcmp(arg, "blocked") || !strcmp(arg, "nchw"))
+            o->comm.plain_layouts = !strcmp(arg, "nchw");
+        else
+            err = sc_error(SC_ERR_ARG, "--layouts: '%s' is neither blocked nor nchw", arg);
         break;
     case 'W':
         err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout;
