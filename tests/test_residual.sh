@@ -1,6 +1,7 @@
 # Residual networks: [shortcut], [route] (a projection block) and
-# [global_avgpool] compute under every grid what one rank computes: the
-# weights (and BN running statistics) after 3 iterations agree with 1 rank
+# [global_avgpool] compute under every grid, and in either layout of the
+# activations (--layouts), what one rank computes: the weights (and BN
+# running statistics) after 3 iterations agree with 1 rank
 # (relative 1e-5) for 2 workers, h2, w2, h2w2, and n2h2 against n2 (batch
 # normalization statistics per sample group).  tests/models/residual.cfg's
 # shortcut6 feeds two layers, so its gradient is a sum of two.  Bad graphs
@@ -32,6 +33,22 @@ else
   ok "residual: weights changed from the initialization"
 fi
 same 1 2 n1 "$WORK/ref.safetensors" "2 workers match 1 worker"
+# The activations channel-blocked as oneDNN prefers (the default on one
+# rank's whole samples) against NCHW everywhere: the same weights, with
+# fewer reorders of oneDNN's.
+if run 1 1 --model "$RES" $common --layouts nchw --save "$WORK/nchw.safetensors" >"$WORK/log" 2>&1 &&
+  "$COMPARE" "$WORK/nchw.safetensors" "$WORK/ref.safetensors" 1e-5 $zero >/dev/null; then
+  ok "residual: --layouts nchw matches the blocked layouts"
+else
+  fail "residual: --layouts nchw"
+fi
+reorders() { ONEDNN_VERBOSE=1 run 1 1 --model "$RES" $common --iters 1 "$@" 2>&1 | grep -c 'exec,cpu,reorder'; }
+blocked=$(reorders) plain=$(reorders --layouts nchw)
+if [ "$blocked" -gt 0 ] && [ "$blocked" -lt "$plain" ]; then
+  ok "residual: $blocked reorders in an iteration with blocked layouts, $plain in NCHW"
+else
+  fail "residual: $blocked reorders with blocked layouts, $plain in NCHW"
+fi
 same 2 1 h2 "$WORK/ref.safetensors" "h2 matches 1 rank"
 same 2 1 w2 "$WORK/ref.safetensors" "w2 matches 1 rank"
 same 4 1 h2w2 "$WORK/ref.safetensors" "h2w2 matches 1 rank"
