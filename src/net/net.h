@@ -104,8 +104,11 @@ void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow);
 struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct sc_box box, int n);
 
 /* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
- * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking. */
-int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+ * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking.
+ * next (NULL: none): the batch of ds that the next call's idx will be,
+ * loaded while this one computes; a next call with other samples loads
+ * its own (the load ahead is lost, never wrong). */
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
                        const struct sc_sgd_args *sgd);
 
 /* Sync point: the mean loss over the global batch of the last submitted

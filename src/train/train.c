@@ -513,9 +513,16 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
             }
             if (tracing)
                 sc_trace_run_iteration(done + 1);
+            /* The next batch is loaded while this one computes, but not
+             * past the epoch (its order is not drawn yet) and not across
+             * a trace's edges, which drain: each trace holds the loads of
+             * its own iterations. */
+            int ahead = it_epoch + 1 < per_epoch && done + 1 < total &&
+                        !(trace_wanted && (done + 1 == o->trace_last || done + 2 == o->trace_first));
             sgd.iteration = net->iteration + 1;
             sc_kernel_failure_iteration(sgd.iteration);
-            err = sc_net_train_batch(net, train, order + it_epoch * o->batch, &sgd);
+            err = sc_net_train_batch(net, train, order + it_epoch * o->batch,
+                                     ahead ? order + (it_epoch + 1) * o->batch : NULL, &sgd);
             sc_kernel_failure_iteration(0);
             if (err)
                 break;
