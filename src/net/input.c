@@ -1,12 +1,15 @@
 /* The network's input: the samples of a batch loaded into this rank's
- * input tiles, and their labels into the loss's, in SC_INPUT_SLOTS slots
- * that take turns.  A batch's slot is read until the first layer's
- * parameter gradient, the last task of its backward pass; with one slot the
- * next batch's load waited for that task, so loading never overlapped
- * computation.  With two, the next batch is loaded into the other slot
- * while this one computes: submitted before its backward pass, at the
- * lowest priority, so that it fills the time a worker would otherwise wait
- * (a collective in flight, a worker with no task of the chain). */
+ * input tiles, and their labels into the loss's, in one or two slots that
+ * take turns.  A batch's slot is read until the first layer's parameter
+ * gradient, the last task of its backward pass; with one slot the next
+ * batch's load waits for that task, so loading never overlaps computation.
+ * With two, the next batch is loaded into the other slot while this one
+ * computes: submitted before its backward pass, at the lowest priority,
+ * so that it fills the time a worker would otherwise wait (a collective
+ * in flight, a worker with no task of the chain).  The second slot costs
+ * its bytes at the peak, when every activation is held: it is taken
+ * where it is a small share of the rank's memory (input_slots_auto), or
+ * as --input-slots says. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +30,15 @@
  * fields at four shifts).  Only the pieces' count depends on it, never a
  * result. */
 #define INPUT_LOAD_FLOPS_IDX   50.0
-#define INPUT_LOAD_FLOPS_IMAGE 200.0
-#define INPUT_LOAD_FLOPS_MESH  700.0
+#define INPUT_LOAD_FLOPS_IMAGE 150.0
+#define INPUT_LOAD_FLOPS_MESH  200.0
+
+/* --input-slots auto: a second slot where its bytes are at most this share
+ * of the rank's memory (sc_net_memory): an input that rivals the
+ * activations (a mesh model's 18-channel fields) would raise the peak by
+ * as much as its load saves in time, a small one costs nothing that a
+ * process's resident memory shows. */
+#define INPUT_SPARE_SHARE 0.02
 
 static double load_flops_per_value(const struct sc_dataset *ds)
 {
@@ -63,7 +73,8 @@ static int load_pieces(const struct sc_net *net, const struct sc_dataset *ds, in
     return pieces < 1 ? 1 : pieces > n ? n : (int)pieces;
 }
 
-int sc_net_input_setup(struct sc_net *net)
+/* Slot s's input and label tiles. */
+static int alloc_slot(struct sc_net *net, int s)
 {
     struct sc_net_dist *D = net->dist;
     struct net_input *in = &D->in;
@@ -71,13 +82,47 @@ int sc_net_input_setup(struct sc_net *net)
     const struct sc_layer *loss = &net->layers[net->nlayers - 1];
     size_t labels = (size_t)last->tiles.max * (loss->whole_sample ? 1 : sc_box_area(last->xch.in_box));
     int err;
-    for (int s = 0; s < SC_INPUT_SLOTS; s++)
-        if ((err = sc_tensor_alloc(&in->x[s], &first->xch.lin, D->rt->rank)) ||
-            (err = sc_tensor_alloc_vectors(&in->labels[s], D->ntiles, labels, sizeof(int32_t))))
-            return err;
-    ALLOC_ARRAY(in->ahead_idx, D->global_batch);
-    snprintf(in->name, sizeof in->name, "input.load");
+    if ((err = sc_tensor_alloc(&in->x[s], &first->xch.lin, D->rt->rank)) ||
+        (err = sc_tensor_alloc_vectors(&in->labels[s], D->ntiles, labels, sizeof(int32_t))))
+        return err;
+    in->nslots = s + 1;
     return 0;
+}
+
+int sc_net_input_setup(struct sc_net *net)
+{
+    struct net_input *in = &net->dist->in;
+    ALLOC_ARRAY(in->ahead_idx, net->dist->global_batch);
+    snprintf(in->name, sizeof in->name, "input.load");
+    return alloc_slot(net, 0);
+}
+
+/* Whether a second slot is a small share of the rank's memory. */
+static int input_slots_auto(const struct sc_net *net)
+{
+    const struct net_input *in = &net->dist->in;
+    struct sc_mem_report r;
+    sc_net_memory(net, &r);
+    double slot = (double)sc_tensor_bytes(&in->x[0]) + (double)sc_tensor_bytes(&in->labels[0]);
+    double total = (double)r.activations + (double)r.parameters + (double)r.workspaces;
+    return slot <= INPUT_SPARE_SHARE * total ? 2 : 1;
+}
+
+int sc_net_input_add_slots(struct sc_net *net)
+{
+    struct sc_net_dist *D = net->dist;
+    int want = D->comm.input_slots ? D->comm.input_slots : input_slots_auto(net), err;
+    if (want < 1 || want > SC_INPUT_SLOTS)
+        return sc_error(SC_ERR_ARG, "--input-slots %d: want 1 to %d", want, SC_INPUT_SLOTS);
+    for (int s = D->in.nslots; s < want; s++)
+        if ((err = alloc_slot(net, s)))
+            return err;
+    return 0;
+}
+
+int sc_net_input_slots(const struct sc_net *net)
+{
+    return net->dist ? net->dist->in.nslots : 0;
 }
 
 static void forget_pieces(struct net_input *in, int ntiles)
@@ -110,19 +155,19 @@ static int plan_pieces(struct sc_net *net, const struct sc_dataset *ds)
     const struct layer_data *first = &D->ld[0];
     int most = 0;
     in->planned = 1;
-    for (int s = 0; s < SC_INPUT_SLOTS; s++) {
+    for (int s = 0; s < in->nslots; s++) {
         ALLOC_ARRAY(in->pieces[s], D->ntiles);
         for (int t = 0; t < D->ntiles; t++) {
             int n = first->tiles.n[t], k = n ? load_pieces(net, ds, n) : 0, err;
-            if (k > 1 &&
-                (err = sc_tile_pieces_plan(&in->pieces[s][t], &in->x[s], t, n, values_per_sample(net), k)))
+            if (k > 1 && (err = sc_tile_pieces_plan(&in->pieces[s][t], &in->x[s], t, n, values_per_sample(net), k)))
                 return err;
             most = k > most ? k : most;
         }
     }
     if (D->rt->rank == 0)
-        SC_LOG(2, "input: %d slots; a tile's load in up to %d piece%s (about %.2f%% of its worker's iteration)",
-               SC_INPUT_SLOTS, most, most == 1 ? "" : "s", 100 * load_share(net, ds, first->tiles.max));
+        SC_LOG(2, "input: %d slot%s; a tile's load in up to %d piece%s (about %.2f%% of its worker's iteration)",
+               in->nslots, in->nslots == 1 ? "" : "s", most, most == 1 ? "" : "s",
+               100 * load_share(net, ds, first->tiles.max));
     return 0;
 }
 
@@ -203,7 +248,7 @@ int sc_net_input_load(struct sc_net *net, const struct sc_dataset *ds, const int
 {
     struct sc_net_dist *D = net->dist;
     struct net_input *in = &D->in;
-    int next = (in->cur + 1) % SC_INPUT_SLOTS;
+    int next = (in->cur + 1) % in->nslots;
     if (in->ahead && in->ahead_ds == ds && !memcmp(in->ahead_idx, idx, (size_t)D->global_batch * sizeof(*idx))) {
         in->ahead = 0;
         in->cur = next;
@@ -221,7 +266,9 @@ int sc_net_input_load_ahead(struct sc_net *net, const struct sc_dataset *ds, con
 {
     struct sc_net_dist *D = net->dist;
     struct net_input *in = &D->in;
-    if (SC_INPUT_SLOTS < 2 || in->ahead)
+    /* with one slot, a load submitted now would overwrite the input that
+     * this iteration's backward pass, submitted after it, reads */
+    if (in->nslots < 2 || in->ahead)
         return 0;
     memcpy(in->ahead_idx, next, (size_t)D->global_batch * sizeof(*next));
     in->ahead_ds = ds;
@@ -229,7 +276,7 @@ int sc_net_input_load_ahead(struct sc_net *net, const struct sc_dataset *ds, con
     /* in the trace, the load belongs to the iteration of its batch */
     int64_t it = sc_trace_iteration();
     sc_trace_set_iteration(it + 1);
-    int err = load_slot(net, ds, next, (in->cur + 1) % SC_INPUT_SLOTS, &in->later);
+    int err = load_slot(net, ds, next, (in->cur + 1) % in->nslots, &in->later);
     sc_trace_set_iteration(it);
     if (err)
         in->ahead = 0;

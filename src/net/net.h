@@ -39,6 +39,9 @@ struct sc_comm_opts {
     int gate_updates;     /* 1 (--nonfinite skip): no update of a batch starts before all
                            * its gradients are reduced and found finite on every rank, so
                            * that a batch is skipped whole or not at all */
+    int input_slots;      /* --input-slots: input buffers in rotation, 1 or 2 (the next
+                           * batch loaded while one computes); 0: auto, two where the
+                           * second is a small share of the rank's memory */
 };
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */
@@ -78,6 +81,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
                  const struct sc_comm_opts *comm);
 /* "layer", "chunks:2 (2 collectives)", ...: what the plan turned out to be. */
 const char *sc_net_comm_summary(const struct sc_net *net);
+/* The input buffers in rotation on this rank (0 before sc_net_setup). */
+int sc_net_input_slots(const struct sc_net *net);
 void sc_net_destroy(struct sc_net *net);
 
 /* What this rank's plan allocates, by kind: activations (every layer's

@@ -119,13 +119,14 @@ struct layer_data {
     struct layer_channels chan;
 };
 
-/* The network's input (input.c): SC_INPUT_SLOTS slots of this rank's
+/* The network's input (input.c): one or two (nslots) slots of this rank's
  * input tiles (in the first layer's input layout) and of the loss's int32
  * labels, taking turns, so that the next batch is loaded while one
  * computes.  Each slot's tiles may be loaded in pieces of samples. */
 #define SC_INPUT_SLOTS 2
 struct net_input {
     struct sc_tensor x[SC_INPUT_SLOTS], labels[SC_INPUT_SLOTS];
+    int nslots;                                    /* those made (sc_net_input_add_slots) */
     struct sc_tile_pieces *pieces[SC_INPUT_SLOTS]; /* per slot, per tile (npieces 0: one task) */
     int planned;                                   /* pieces planned (on the first load) */
     int cur;                                       /* the slot of the batch being computed */
@@ -145,7 +146,7 @@ struct sc_net_dist {
     int spatial;     /* some layer is not split like the batch over all ranks */
     int loss_pixels; /* per-pixel loss: pixels per sample; else 1 */
     int global_batch, local_batch, ntiles, tile_max;
-    int *tile_n;             /* samples per tile for a full batch */
+    int *tile_n; /* samples per tile for a full batch */
     struct net_input in;
     /* per tile: 2 floats (loss and correct predictions), of the last batch
      * and summed over an evaluation */
@@ -158,7 +159,7 @@ struct sc_net_dist {
     enum sc_where replicated_where; /* the workers of replicated layers' gradients */
     struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
     double link_bytes_per_s;        /* measured for --comm-segment auto (0: not measured) */
-    char acc_name[24], summary[160];
+    char acc_name[24], summary[224];
 };
 
 #define ALLOC_ARRAY(p, n)                                                                                              \
@@ -167,12 +168,15 @@ struct sc_net_dist {
             return sc_error(SC_ERR_NOMEM, "out of memory");                                                            \
     } while (0)
 
-/* input.c: the input slots, made by sc_net_setup and ended by
- * sc_net_destroy; load: batch idx (global_batch entries; -1: padding)
- * becomes the current one, loaded now unless it is the batch loaded
- * ahead; load_ahead: batch next into the other slot, at the lowest
- * priority (nothing when a batch is loaded ahead already). */
+/* input.c: the input slots, made by sc_net_setup (setup: the first slot,
+ * which the exchanges' plans name; add_slots: the second, once the rank's
+ * memory is known) and ended by sc_net_destroy; load: batch idx
+ * (global_batch entries; -1: padding) becomes the current one, loaded now
+ * unless it is the batch loaded ahead; load_ahead: batch next into the
+ * other slot, at the lowest priority (nothing with one slot, or when a
+ * batch is loaded ahead already). */
 int sc_net_input_setup(struct sc_net *net);
+int sc_net_input_add_slots(struct sc_net *net);
 void sc_net_input_destroy(struct sc_net_dist *D);
 int sc_net_input_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx);
 int sc_net_input_load_ahead(struct sc_net *net, const struct sc_dataset *ds, const int32_t *next);

@@ -523,8 +523,9 @@ static void summarize(struct sc_net *net)
     char link[48] = "";
     if (D->link_bytes_per_s > 0)
         snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
-    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration), %d KiB segments%s%s",
-             policy, D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link,
+    snprintf(D->summary, sizeof(D->summary),
+             "grad-comm %s (%d collective%s per iteration), %d KiB segments%s, input in %d slot%s%s", policy,
+             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s",
              nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
         if (D->ld[l].replica.on) {
@@ -540,8 +541,8 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     *r = (struct sc_mem_report){0, 0, 0};
     /* the tensors' own bytes; the fetches', the parameters' and the
      * workers' windows from the plan */
-    for (int s = 0; s < SC_INPUT_SLOTS; s++)
-        r->activations += sc_tensor_bytes(&D->in.x[s]);
+    for (int s = 0; s < D->in.nslots; s++)
+        r->activations += sc_tensor_bytes(&D->in.x[s]) + sc_tensor_bytes(&D->in.labels[s]);
     for (int l = 0; l < net->nlayers; l++) {
         const struct sc_layer *L = share_of((struct sc_net *)net, l);
         const struct layer_data *d = &D->ld[l];
@@ -669,6 +670,9 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return err;
     if (D->gate && D->nccl) /* D->nccl is made above */
         sc_gate_use_nccl(D->gate, D->nccl);
+    /* the second input slot once every other tensor's bytes are known */
+    if ((err = sc_net_input_add_slots(net)))
+        return err;
     plan_priorities(net);
     plan_update_groups(net);
     summarize(net);
