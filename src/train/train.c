@@ -337,7 +337,7 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         if (!err && o->report && !(err = sc_trace_analyze(&t, ov))) {
             fputs(p->tty ? "\r\033[K" : "", stderr);
             sc_trace_print_report(&t, ov, stdout);
-            if (!(err = sc_trace_print_tasks(&t, stdout)))
+            if (!(err = sc_trace_print_tasks(&t, stdout)) && !(err = sc_trace_print_load(&t, stdout)))
                 sc_report_print_compute(stdout, sc_net_flops(net, o->batch), ov[0].window, o->peak_gflops);
             fflush(stdout);
         }
