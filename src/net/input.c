@@ -34,9 +34,10 @@
 #define INPUT_LOAD_FLOPS_MESH  200.0
 
 /* --input-slots auto: a second slot where its bytes are at most this share
- * of the rank's memory (sc_net_memory): an input that rivals the
- * activations (a mesh model's 18-channel fields) would raise the peak by
- * as much as its load saves in time, a small one costs nothing that a
+ * of the rank's memory (sc_net_memory).  An input that rivals the
+ * activations (a mesh model's 18-channel fields) raises the rank's peak
+ * by its size, while its load, in pieces over the workers, is mostly
+ * hidden with one slot already; a small one costs nothing that the
  * process's resident memory shows. */
 #define INPUT_SPARE_SHARE 0.02
 
@@ -118,11 +119,6 @@ int sc_net_input_add_slots(struct sc_net *net)
         if ((err = alloc_slot(net, s)))
             return err;
     return 0;
-}
-
-int sc_net_input_slots(const struct sc_net *net)
-{
-    return net->dist ? net->dist->in.nslots : 0;
 }
 
 static void forget_pieces(struct net_input *in, int ntiles)

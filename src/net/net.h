@@ -81,8 +81,6 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
                  const struct sc_comm_opts *comm);
 /* "layer", "chunks:2 (2 collectives)", ...: what the plan turned out to be. */
 const char *sc_net_comm_summary(const struct sc_net *net);
-/* The input buffers in rotation on this rank (0 before sc_net_setup). */
-int sc_net_input_slots(const struct sc_net *net);
 void sc_net_destroy(struct sc_net *net);
 
 /* What this rank's plan allocates, by kind: activations (every layer's
