@@ -64,6 +64,11 @@ void sc_trace_set_iteration(int64_t iteration)
     rec_iteration = iteration;
 }
 
+int64_t sc_trace_iteration(void)
+{
+    return rec_iteration;
+}
+
 void sc_trace_record_off(void)
 {
     if (recording)

@@ -199,6 +199,8 @@ struct sc_trace_rec {
 void sc_trace_record_on(int64_t iteration);
 /* The iteration of the records created from now on (no-op when off). */
 void sc_trace_set_iteration(int64_t iteration);
+/* The iteration the new records belong to (the last one set). */
+int64_t sc_trace_iteration(void);
 /* Stop creating records; those of submitted work still complete. */
 void sc_trace_record_off(void);
 /* A new record, or NULL when recording is off (or memory is short). */

@@ -69,4 +69,27 @@ static inline starpu_data_handle_t *sc_tensor_handles(const struct sc_tensor *t)
     return t->handle;
 }
 
+/* One tile in pieces of whole samples, so that several tasks may write
+ * it at once (StarPU's asynchronous partitioning): piece p holds the
+ * tile's samples [s0[p], s0[p] + n[p]), each per_sample elements; the last
+ * piece also covers the tile's room beyond its samples.  Between split and
+ * join the pieces' handles are the ones to use; outside, the tile's. */
+struct sc_tile_pieces {
+    starpu_data_handle_t tile;
+    int npieces;
+    int *s0, *n;
+    starpu_data_handle_t *piece;
+};
+/* Plan tile i of t (nsamples samples, within its room) in npieces pieces
+ * (1 .. nsamples) as even as may be. */
+int sc_tile_pieces_plan(struct sc_tile_pieces *p, const struct sc_tensor *t, int i, int nsamples, size_t per_sample,
+                        int npieces);
+/* Hand the tile over to its pieces, and back: both asynchronous, ordered
+ * with the tasks submitted before and after as accesses of the tile. */
+void sc_tile_pieces_split(struct sc_tile_pieces *p);
+void sc_tile_pieces_join(struct sc_tile_pieces *p);
+/* Forget the plan (the tile joined, no task on a piece in flight); p is
+ * then zeroed.  Before the tile's tensor is freed. */
+void sc_tile_pieces_destroy(struct sc_tile_pieces *p);
+
 #endif

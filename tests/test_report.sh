@@ -43,6 +43,31 @@ else
   fail "--svg: no chart in $WORK/trace.svg"
 fi
 
+# the input's load on one rank, iterations 1..3: iteration 2's [8,9] ms
+# lies under iteration 1 (its tasks end at 10), iteration 3's [20,22] ms
+# begins with iteration 2's tasks' end (20) but a transfer of iteration 2
+# runs until 21: 1 ms of it is exposed.  Iteration 1's load, after the
+# trace's drain, counts in the time only.
+cat >"$WORK/load.json" <<'JSON'
+{"traceEvents":[
+{"name":"input.load","cat":"load","ph":"X","pid":0,"tid":0,"ts":0,"dur":1000,"args":{"iteration":1}},
+{"name":"conv1.fwd","cat":"fwd","ph":"X","pid":0,"tid":0,"ts":1000,"dur":7000,"args":{"iteration":1}},
+{"name":"input.load","cat":"load","ph":"X","pid":0,"tid":0,"ts":8000,"dur":1000,"args":{"iteration":2}},
+{"name":"conv1.bwd_filter","cat":"bwd_filter","ph":"X","pid":0,"tid":0,"ts":9000,"dur":1000,"args":{"iteration":1}},
+{"name":"conv1.fwd","cat":"fwd","ph":"X","pid":0,"tid":0,"ts":10000,"dur":10000,"args":{"iteration":2}},
+{"name":"conv1.grad_allreduce","cat":"grad_allreduce","ph":"X","pid":0,"tid":1000,"ts":15000,"dur":6000,"args":{"iteration":2,"transfers":1}},
+{"name":"input.load","cat":"load","ph":"X","pid":0,"tid":0,"ts":20000,"dur":2000,"args":{"iteration":3}},
+{"name":"conv1.fwd","cat":"fwd","ph":"X","pid":0,"tid":0,"ts":22000,"dur":8000,"args":{"iteration":3}}
+],
+"displayTimeUnit":"ms",
+"otherData":{"ranks":1,"workers":1,"first_iteration":1,"last_iteration":3,"global_batch":64,"model":"hand-made"}}
+JSON
+want='input load: 1.333 ms per iteration, 0.500 ms exposed (after the rank'"'"'s previous iteration ended; iterations 2..3, mean of the ranks)'
+"$REPORT" "$WORK/load.json" >"$WORK/out" 2>"$WORK/err" && grep -qxF "$want" "$WORK/out" &&
+  ok "input load and its exposure" || fail "input load: $(grep '^input load' "$WORK/out") $(cat "$WORK/err") (want: $want)"
+"$REPORT" "$WORK/trace.json" >"$WORK/out" 2>"$WORK/err" && grep -qx 'input load: none in the trace' "$WORK/out" &&
+  ok "no load in the trace" || fail "no load: $(grep '^input load' "$WORK/out")"
+
 "$REPORT" --help >"$WORK/out" 2>&1 && grep -q '^usage: starconv-report' "$WORK/out" &&
   ok "--help" || fail "--help: $(cat "$WORK/out")"
 

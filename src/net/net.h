@@ -41,6 +41,9 @@ struct sc_comm_opts {
                            * that a batch is skipped whole or not at all */
     int plain_layouts;    /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
                            * reorders around each convolution (blocked.c) */
+    int input_slots;      /* --input-slots: input buffers in rotation, 1 or 2 (the next
+                           * batch loaded while one computes); 0: auto, two where the
+                           * second is a small share of the rank's memory */
 };
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */
@@ -111,8 +114,11 @@ void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow);
 struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct sc_box box, int n);
 
 /* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
- * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking. */
-int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+ * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking.
+ * next (NULL: none): the batch of ds that the next call's idx will be,
+ * loaded while this one computes; a next call with other samples loads
+ * its own (the load ahead is lost, never wrong). */
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
                        const struct sc_sgd_args *sgd);
 
 /* Sync point: the mean loss over the global batch of the last submitted

@@ -120,15 +120,35 @@ struct layer_data {
     struct layer_channels chan;
 };
 
+/* The network's input (input.c): one or two (nslots) slots of this rank's
+ * input tiles (in the first layer's input layout) and of the loss's int32
+ * labels, taking turns, so that the next batch is loaded while one
+ * computes.  Each slot's tiles may be loaded in pieces of samples. */
+#define SC_INPUT_SLOTS 2
+struct net_input {
+    struct sc_tensor x[SC_INPUT_SLOTS], labels[SC_INPUT_SLOTS];
+    int nslots;                                    /* those made (sc_net_input_add_slots) */
+    struct sc_tile_pieces *pieces[SC_INPUT_SLOTS]; /* per slot, per tile (npieces 0: one task) */
+    int planned;                                   /* pieces planned (on the first load) */
+    int cur;                                       /* the slot of the batch being computed */
+    /* 1: the next slot holds (or is loading) batch ahead_idx of ahead_ds */
+    int ahead;
+    const struct sc_dataset *ahead_ds;
+    int32_t *ahead_idx;
+    /* the loads of the batch about to be computed (on the critical path)
+     * and of the one after it (at the lowest priority) */
+    struct sc_task_opts now, later;
+    char name[16];
+};
+
 struct sc_net_dist {
     struct sc_runtime *rt;
     struct sc_comm_opts comm;
     int spatial;     /* some layer is not split like the batch over all ranks */
     int loss_pixels; /* per-pixel loss: pixels per sample; else 1 */
     int global_batch, local_batch, ntiles, tile_max;
-    int *tile_n;             /* samples per tile for a full batch */
-    struct sc_tensor x0;     /* the input, in the first layer's input layout */
-    struct sc_tensor labels; /* per tile: the loss's int32 labels */
+    int *tile_n; /* samples per tile for a full batch */
+    struct net_input in;
     /* per tile: 2 floats (loss and correct predictions), of the last batch
      * and summed over an evaluation */
     struct sc_tensor stats, eval_acc;
@@ -139,9 +159,8 @@ struct sc_net_dist {
     struct sc_nccl *nccl;           /* comm.nccl on more than one rank */
     enum sc_where replicated_where; /* the workers of replicated layers' gradients */
     struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
-    struct sc_task_opts load;       /* the data loading: critical, on whatever worker can run it */
     double link_bytes_per_s;        /* measured for --comm-segment auto (0: not measured) */
-    char load_name[16], acc_name[24], summary[160];
+    char acc_name[24], summary[224];
 };
 
 #define ALLOC_ARRAY(p, n)                                                                                              \
@@ -149,6 +168,29 @@ struct sc_net_dist {
         if (!((p) = calloc((n) ? (n) : 1, sizeof(*(p)))))                                                              \
             return sc_error(SC_ERR_NOMEM, "out of memory");                                                            \
     } while (0)
+
+/* input.c: the input slots, made by sc_net_setup (setup: the first slot,
+ * which the exchanges' plans name; add_slots: the second, once the rank's
+ * memory is known) and ended by sc_net_destroy; load: batch idx
+ * (global_batch entries; -1: padding) becomes the current one, loaded now
+ * unless it is the batch loaded ahead; load_ahead: batch next into the
+ * other slot, at the lowest priority (nothing with one slot, or when a
+ * batch is loaded ahead already). */
+int sc_net_input_setup(struct sc_net *net);
+int sc_net_input_add_slots(struct sc_net *net);
+void sc_net_input_destroy(struct sc_net_dist *D);
+int sc_net_input_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx);
+int sc_net_input_load_ahead(struct sc_net *net, const struct sc_dataset *ds, const int32_t *next);
+
+/* The current batch's input and labels tiles. */
+static inline const struct sc_tensor *input_x(const struct sc_net_dist *D)
+{
+    return &D->in.x[D->in.cur];
+}
+static inline const struct sc_tensor *input_labels(const struct sc_net_dist *D)
+{
+    return &D->in.labels[D->in.cur];
+}
 
 /* The layer whose ops submit layer l's tasks on this rank: its share when
  * its channels are split, else itself. */
@@ -165,7 +207,7 @@ static inline starpu_data_handle_t *x_tiles(struct sc_net *net, int l)
     int s = net->layers[l].src[0];
     const struct sc_tensor *x = sc_tensor_exists(&D->ld[l].xch.xin) ? &D->ld[l].xch.xin
                                 : s >= 0                            ? &D->ld[s].tiles.y
-                                                                    : &D->x0;
+                                                                    : input_x(D);
     return sc_tensor_handles(x);
 }
 

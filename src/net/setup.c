@@ -473,7 +473,9 @@ static void plan_priorities(struct sc_net *net)
     enum sc_where compute = D->rt->cuda_only ? SC_WHERE_CUDA : SC_WHERE_ANY;
     int one_worker = (D->rt->cuda_only ? D->rt->ncuda : D->rt->ncpu + D->rt->ncuda) == 1;
     D->critical = (struct sc_task_opts){LEVEL(one_worker ? 0 : nparam), compute};
-    D->load = (struct sc_task_opts){D->critical.priority, SC_WHERE_ANY}; /* CPU-only codelets */
+    /* CPU-only codelets; the load ahead below every other task */
+    D->in.now = (struct sc_task_opts){D->critical.priority, SC_WHERE_ANY};
+    D->in.later = (struct sc_task_opts){on ? lo : 0, SC_WHERE_ANY};
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         if (!net->layers[l].nparams)
@@ -521,8 +523,9 @@ static void summarize(struct sc_net *net)
     char link[48] = "";
     if (D->link_bytes_per_s > 0)
         snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
-    snprintf(D->summary, sizeof(D->summary), "grad-comm %s (%d collective%s per iteration), %d KiB segments%s%s",
-             policy, D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link,
+    snprintf(D->summary, sizeof(D->summary),
+             "grad-comm %s (%d collective%s per iteration), %d KiB segments%s, input in %d slot%s%s", policy,
+             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s",
              nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
         if (D->ld[l].replica.on) {
@@ -538,7 +541,8 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     *r = (struct sc_mem_report){0, 0, 0};
     /* the tensors' own bytes; the fetches', the parameters' and the
      * workers' windows from the plan */
-    r->activations = sc_tensor_bytes(&D->x0);
+    for (int s = 0; s < D->in.nslots; s++)
+        r->activations += sc_tensor_bytes(&D->in.x[s]) + sc_tensor_bytes(&D->in.labels[s]);
     for (int l = 0; l < net->nlayers; l++) {
         const struct sc_layer *L = share_of((struct sc_net *)net, l);
         const struct layer_data *d = &D->ld[l];
@@ -619,19 +623,15 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (not with --parallel or "
                                     "parallel=)");
     int T = D->ntiles;
-    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
+    struct layer_data *last = &D->ld[net->nlayers - 1];
     /* the sample layout's tiles, which replicated layers exchange */
     D->local_batch = global_batch / rt->size;
     D->tile_n = last->tiles.n;
     D->tile_max = last->tiles.max;
-    struct sc_layer *loss = &net->layers[net->nlayers - 1];
-    size_t labels = (size_t)last->tiles.max * (loss->whole_sample ? 1 : sc_box_area(last->xch.in_box));
     int oh, ow;
     sc_net_label_shape(net, &oh, &ow);
     D->loss_pixels = oh * ow;
-    if ((err = sc_tensor_alloc(&D->x0, &first->xch.lin, rt->rank)) ||
-        (err = sc_tensor_alloc_vectors(&D->labels, T, labels, sizeof(int32_t))) ||
-        (err = sc_tensor_alloc_vectors(&D->stats, T, 2, sizeof(float))) ||
+    if ((err = sc_net_input_setup(net)) || (err = sc_tensor_alloc_vectors(&D->stats, T, 2, sizeof(float))) ||
         (err = sc_tensor_alloc_vectors(&D->eval_acc, T, 2, sizeof(float))))
         return err;
     for (int l = 0; l < net->nlayers && replicate; l++)
@@ -672,10 +672,12 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return err;
     if (D->gate && D->nccl) /* D->nccl is made above */
         sc_gate_use_nccl(D->gate, D->nccl);
+    /* the second input slot once every other tensor's bytes are known */
+    if ((err = sc_net_input_add_slots(net)))
+        return err;
     plan_priorities(net);
     plan_update_groups(net);
     summarize(net);
-    snprintf(D->load_name, sizeof(D->load_name), "input.load");
     snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");
     return 0;
 }
@@ -726,8 +728,7 @@ void sc_net_destroy(struct sc_net *net)
             destroy_bucket(&D->buckets[i]);
         sc_gate_destroy(D->gate);
         sc_nccl_destroy(D->nccl);
-        sc_tensor_free(&D->x0);
-        sc_tensor_free(&D->labels);
+        sc_net_input_destroy(D);
         sc_tensor_free(&D->stats);
         sc_tensor_free(&D->eval_acc);
         free(D->ld), free(D->buckets);

@@ -41,7 +41,7 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
     struct sc_nonfinite frozen = {.first_iteration = 1, .freeze = 1};
     struct sc_sgd_args none = {.watch = &frozen};
     int64_t iteration = net->iteration;
-    int err = sc_net_train_batch(net, ds, idx, &none);
+    int err = sc_net_train_batch(net, ds, idx, NULL, &none);
     sc_net_wait(net);
     net->iteration = iteration;
     if (err)
@@ -50,7 +50,7 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
      * in forward order (0..L-1), the loss (L), output errors in backward order, then
      * weight gradients in backward order. */
     int first = 3 * L + 1;
-    if (tiles_nonfinite(&D->x0))
+    if (tiles_nonfinite(input_x(D)))
         first = -1;
     for (int l = 0; l < L && first > 3 * L; l++)
         if (!net->layers[l].alias && tiles_nonfinite(&D->ld[l].tiles.y))

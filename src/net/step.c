@@ -55,6 +55,9 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
 {
     struct sc_net_dist *D = net->dist;
     struct layer_data *d = &D->ld[l];
+    /* the first layer's x moves from input slot to slot */
+    if (d->xch.split)
+        d->xch.split[t].x_tiles = x_tiles(net, l);
     struct sc_tile_io io = {
         .n = d->tiles.n[t],
         .x = x_tiles(net, l)[t],
@@ -69,7 +72,7 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .dparams = d->replica.on ? NULL
                    : t           ? sc_tensor_handle(&d->params.tile_g, t)
                                  : d->params.hg,
-        .labels = sc_tensor_handle(&D->labels, t),
+        .labels = sc_tensor_handle(input_labels(D), t),
         .stats = sc_tensor_handle(&D->stats, t),
         .loss_scale = 1.0f / (float)D->global_batch,
         .train = train,
@@ -144,45 +147,16 @@ struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct s
                                   .nan_sample = ds->nan_sample};
 }
 
-/* Load the tiles' samples of global batch idx (B entries; -1: padding),
- * then run the forward pass (and the loss) of every tile, with the
+/* Make batch idx (B entries; -1: padding) the current input, then run
+ * the forward pass (and the loss) of every tile, with the
  * redistributions and halo exchanges between layers. */
 static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int train)
 {
     struct sc_net_dist *D = net->dist;
-    struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
     int err;
     const struct sc_task_opts *crit = &D->critical;
-    struct sc_load_block blk = {
-        ds->c, ds->h, ds->w, first->xch.in_box.r0, first->xch.in_box.r1, first->xch.in_box.c0, first->xch.in_box.c1};
-    int oh, ow;
-    sc_net_label_shape(net, &oh, &ow);
-    for (int t = 0; t < D->ntiles && ds->synthetic; t++) {
-        struct sc_layer *loss = &net->layers[net->nlayers - 1];
-        struct sc_box lb = loss->whole_sample ? (struct sc_box){0, 1, 0, 1} : last->xch.in_box;
-        struct sc_synth_args a = sc_dataset_synth_args(ds, first->xch.in_box, first->tiles.n[t]);
-        if (a.n && (err = sc_insert_synth_load(&D->load, &a, idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
-                                               NULL, D->load_name)))
-            return err;
-        a.n = last->tiles.n[t];
-        if (a.n && (err = sc_insert_synth_labels(&D->load, &a, oh, ow, lb, idx + last->tiles.s0[t],
-                                                 sc_tensor_handle(&D->labels, t), D->load_name)))
-            return err;
-    }
-    for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
-        if (!D->spatial) { /* one task for both when the tiles are alike */
-            if ((err = sc_insert_load_batch(&D->load, ds->images, ds->labels, (int)sc_shape_size(&net->input),
-                                            first->tiles.n[t], idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
-                                            sc_tensor_handle(&D->labels, t), D->load_name)))
-                return err;
-            continue;
-        }
-        if ((err = sc_insert_load_images(&D->load, ds->images, &blk, first->tiles.n[t], idx + first->tiles.s0[t],
-                                         sc_tensor_handle(&D->x0, t), D->load_name)) ||
-            (err = sc_insert_load_labels(&D->load, ds->labels, last->tiles.n[t], idx + last->tiles.s0[t],
-                                         sc_tensor_handle(&D->labels, t), D->load_name)))
-            return err;
-    }
+    if ((err = sc_net_input_load(net, ds, idx)))
+        return err;
     for (int l = 0; l < net->nlayers; l++) {
         struct layer_data *d = &D->ld[l];
         struct sc_layer *L = share_of(net, l);
@@ -340,12 +314,16 @@ static int submit_partial_dy(struct sc_net *net, int l)
                            sc_tensor_handles(&d->chan.dpart), d->chan.gather_name);
 }
 
-int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
                        const struct sc_sgd_args *sgd)
 {
     struct sc_net_dist *D = net->dist;
     int err;
     if ((D->gate && (err = sc_gate_open_submit(D->gate, &D->critical))) || (err = submit_forward(net, ds, idx, 1)))
+        return err;
+    /* Submitted before the backward pass, so that a worker with no task of
+     * it ready loads the next batch meanwhile. */
+    if (next && (err = sc_net_input_load_ahead(net, ds, next)))
         return err;
     for (int l = net->nlayers - 1; l >= 0; l--) {
         struct sc_layer *layer = share_of(net, l);

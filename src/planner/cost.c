@@ -421,7 +421,7 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
     if ((err = kernel_times(m, l, g, &b, &kf, &kb, &kf_in, &kb_in, &one_bwd, &filter, &tasks)))
         return err;
     c->filter = filter * m->oversub;
-    /* The input block each rank loads (src/net/step.c): a task of its
+    /* The input block each rank loads (src/net/input.c): a task of its
      * own, before the layer's, so no message of the layer waits for it */
     double load = first_layer(l) && m->c->load > 0 ? (double)b.nr * l->in.c * sc_box_area(b.ib) * m->c->load : 0;
     /* Ranks x workers beyond the cores share them; each tile's tasks pay

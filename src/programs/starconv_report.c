@@ -71,6 +71,8 @@ int main(int argc, char **argv)
     if (rc == 0) {
         sc_trace_print_report(&t, o, stdout);
         rc = sc_trace_print_tasks(&t, stdout);
+        if (rc == 0)
+            rc = sc_trace_print_load(&t, stdout);
         if (fflush(stdout) != 0 || ferror(stdout))
             rc = sc_error(SC_ERR_IO, "standard output: write error");
     }

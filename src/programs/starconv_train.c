@@ -80,6 +80,9 @@ static const char usage[] =
     "  --priorities on|off  task priorities (default on): each parameter gradient as soon as\n"
     "                       its inputs exist, then the backward chain, then the collectives'\n"
     "                       tasks in the order the next forward pass needs them\n"
+    "  --input-slots auto|1|2  input buffers in rotation: 2 loads the next batch while one\n"
+    "                       computes, 1 loads it after; auto (default): 2 where the second\n"
+    "                       costs at most 2% of the rank's memory\n"
     "  --comm-window N      a large collective keeps at most N segments of each\n"
     "                       step in flight, so that later, more urgent ones can pass it on\n"
     "                       the network; 0: all at once; default 2\n"
@@ -187,6 +190,7 @@ static const struct option train_options[] = {
     {"comm-segment", required_argument, 0, 'J'},
     {"comm-direct", required_argument, 0, 1002},
     {"calibration", required_argument, 0, 1003},
+    {"input-slots", required_argument, 0, 1006},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -283,6 +287,14 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 1002:
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;
+        break;
+    case 1006:
+        if (!strcmp(arg, "auto"))
+            o->comm.input_slots = 0;
+        else if ((err = sc_cli_long(name, arg, 1, 2, &v)))
+            err = sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto, 1 nor 2", name, arg);
+        else
+            o->comm.input_slots = (int)v;
         break;
     case 'T':
         o->trace = arg;

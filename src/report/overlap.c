@@ -203,6 +203,116 @@ void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o,
     print_row(f, "mean", v);
 }
 
+/* ---- the input's load ---------------------------------------------------- */
+
+struct load_ival {
+    int rank;
+    int64_t iteration;
+    double s, e;
+};
+
+static int cmp_load(const void *pa, const void *pb)
+{
+    const struct load_ival *a = pa, *b = pb;
+    if (a->rank != b->rank)
+        return a->rank < b->rank ? -1 : 1;
+    if (a->iteration != b->iteration)
+        return a->iteration < b->iteration ? -1 : 1;
+    return (a->s > b->s) - (a->s < b->s);
+}
+
+static int is_load(const struct sc_trace_event *e)
+{
+    return e->lane != SC_TRACE_LANE_COMM && !strcmp(sc_trace_phase(e->name), "load");
+}
+
+int sc_trace_analyze_load(const struct sc_trace *t, struct sc_load_overlap *out)
+{
+    int rc = sc_trace_check(t, "sc_trace_analyze_load");
+    if (rc)
+        return rc;
+    int64_t first = t->first_iteration, iters = t->last_iteration - first + 1;
+    size_t n = t->n, cells = iters > 0 ? (size_t)t->ranks * (size_t)iters : 0;
+    struct load_ival *lv = malloc((n ? n : 1) * sizeof *lv);
+    double *end = malloc((cells ? cells : 1) * sizeof *end);
+    if (!lv || !end) {
+        free(lv);
+        free(end);
+        return sc_error(SC_ERR_NOMEM, "sc_trace_analyze_load: out of memory for %zu events", n);
+    }
+    for (size_t c = 0; c < cells; c++)
+        end[c] = -INFINITY;
+    size_t nl = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sc_trace_event *e = &t->ev[i];
+        if (e->iteration < first || e->iteration - first >= iters)
+            continue;
+        size_t c = (size_t)e->rank * (size_t)iters + (size_t)(e->iteration - first);
+        if (is_load(e))
+            lv[nl++] = (struct load_ival){e->rank, e->iteration, e->start, e->end};
+        else if (e->end > end[c])
+            end[c] = e->end;
+    }
+    qsort(lv, nl, sizeof *lv, cmp_load);
+    for (int r = 0; r < t->ranks; r++)
+        out[r] = (struct sc_load_overlap){0, iters > 1 ? 0 : NAN};
+    /* each (rank, iteration)'s loads as a union of spans, measured whole
+     * and after the rank's previous iteration ended */
+    for (size_t i = 0; i < nl;) {
+        struct load_ival g = lv[i];
+        int64_t k = g.iteration - first;
+        double cut = k > 0 ? end[(size_t)g.rank * (size_t)iters + (size_t)(k - 1)] : INFINITY;
+        double s = g.s, e = g.e, all = 0, after = 0;
+        for (i++;; i++) {
+            int more = i < nl && lv[i].rank == g.rank && lv[i].iteration == g.iteration;
+            if (more && lv[i].s <= e) {
+                e = fmax(e, lv[i].e);
+                continue;
+            }
+            all += e - s;
+            after += fmax(0, e - fmax(s, cut));
+            if (!more)
+                break;
+            s = lv[i].s, e = lv[i].e;
+        }
+        struct sc_load_overlap *o = &out[g.rank];
+        o->load += all / (double)iters;
+        if (k > 0)
+            o->exposed += after / (double)(iters - 1);
+    }
+    free(lv);
+    free(end);
+    return 0;
+}
+
+int sc_trace_print_load(const struct sc_trace *t, FILE *f)
+{
+    int rc = sc_trace_check(t, "sc_trace_print_load");
+    struct sc_load_overlap *o = rc ? NULL : malloc((size_t)t->ranks * sizeof *o);
+    if (!rc && !o)
+        rc = sc_error(SC_ERR_NOMEM, "sc_trace_print_load: out of memory for %d ranks", t->ranks);
+    if (rc || (rc = sc_trace_analyze_load(t, o))) {
+        free(o);
+        return rc;
+    }
+    double load = 0, exposed = 0;
+    for (int r = 0; r < t->ranks; r++) {
+        load += o[r].load / t->ranks;
+        exposed += o[r].exposed / t->ranks;
+    }
+    free(o);
+    if (!(load > 0))
+        fprintf(f, "input load: none in the trace\n");
+    else if (isnan(exposed))
+        fprintf(f, "input load: %.3f ms per iteration, exposed n/a (one iteration traced)\n", load / 1e3);
+    else
+        fprintf(f,
+                "input load: %.3f ms per iteration, %.3f ms exposed (after the rank's previous iteration ended; "
+                "iterations %" PRId64 "..%" PRId64 ", mean of the ranks)\n",
+                load / 1e3, exposed / 1e3, t->first_iteration + 1, t->last_iteration);
+    return 0;
+}
+
 /* ---- tasks and FLOPs ---------------------------------------------------- */
 
 struct kind {

@@ -342,7 +342,7 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         if (!err && o->report && !(err = sc_trace_analyze(&t, ov))) {
             fputs(p->tty ? "\r\033[K" : "", stderr);
             sc_trace_print_report(&t, ov, stdout);
-            if (!(err = sc_trace_print_tasks(&t, stdout)))
+            if (!(err = sc_trace_print_tasks(&t, stdout)) && !(err = sc_trace_print_load(&t, stdout)))
                 sc_report_print_compute(stdout, sc_net_flops(net, o->batch), ov[0].window, o->peak_gflops);
             fflush(stdout);
         }
@@ -526,10 +526,17 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
             }
             if (tracing)
                 sc_trace_run_iteration(done + 1);
+            /* The next batch is loaded while this one computes, but not
+             * past the epoch (its order is not drawn yet) and not across
+             * a trace's edges, which drain: each trace holds the loads of
+             * its own iterations. */
+            int ahead = it_epoch + 1 < per_epoch && done + 1 < total &&
+                        !(trace_wanted && (done + 1 == o->trace_last || done + 2 == o->trace_first));
             sgd.iteration = net->iteration + 1;
             sgd.lr = (float)sc_lr_at(&o->lr_schedule, o->lr, done, total);
             sc_kernel_failure_iteration(sgd.iteration);
-            err = sc_net_train_batch(net, train, order + it_epoch * o->batch, &sgd);
+            err = sc_net_train_batch(net, train, order + it_epoch * o->batch,
+                                     ahead ? order + (it_epoch + 1) * o->batch : NULL, &sgd);
             sc_kernel_failure_iteration(0);
             if (err)
                 break;
