@@ -190,7 +190,7 @@ static const struct option train_options[] = {
     {"comm-segment", required_argument, 0, 'J'},
     {"comm-direct", required_argument, 0, 1002},
     {"calibration", required_argument, 0, 1003},
-    {"input-slots", required_argument, 0, 1006},
+    {"input-slots", required_argument, 0, 1030},
     {"help", no_argument, 0, 'h'},
     {0, 0, 0, 0},
 };
@@ -288,7 +288,7 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
     case 1002:
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;
         break;
-    case 1006:
+    case 1030:
         if (!strcmp(arg, "auto"))
             o->comm.input_slots = 0;
         else if ((err = sc_cli_long(name, arg, 1, 2, &v)))
