@@ -275,6 +275,17 @@ static void test_plan_bucket_ranks(void)
     check(same > 0 && apart > same + 9e-3, "end, n2c2 then n2f2: one collective more than n2c2 twice (%.6g > %.6g s)",
           apart, same);
     sc_calib_free(c);
+    c = calib(net, 2, 4, 1e-6, 1e-10);
+    sc_calib_add_allreduce(c, 2, 4, 10e-3);
+    sc_calib_add_allreduce(c, 2, 1e6, 10e-3);
+    const char *split = "conv1=f2,conv2=c2,conv3=c2,fc1=n2";
+    double end = predict(net, c, 2, split, "end", 0, 0, NULL, 0),
+           layer = predict(net, c, 2, split, "layer", 0, 0, NULL, 0);
+    check(end > 10e-3 && near(end, layer),
+          "2 ranks, convolutions split by channels: fc1's bucket is cut from theirs and its collective issued once its "
+          "own gradient is ready, as under layer (%.9g = %.9g s)",
+          end, layer);
+    sc_calib_free(c);
     sc_net_destroy(net);
 }
 

@@ -447,7 +447,7 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
     c->bwd = kb + hb + cb;
     c->msgs_b = hb + cb;
     double np = share_params(l, g);
-    c->group = ext(g, SC_DIM_N) * ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
+    c->group = sc_rule_grad_group(g);
     c->ar_bytes = 4 * np;
     if (np > 0 && c->group > 1) {
         c->ar_time = sc_calib_allreduce(m->c, c->group, c->ar_bytes);

@@ -56,10 +56,10 @@ struct model {
                      * level, not copies in memory): gradient collectives
                      * and the exchanges between layers share it */
     const char *missing_layer;
-    int replicate; /* --fc-replicate: the first this many [connected] layers */
-    int rpn;       /* ranks per node: > 0, two levels (the calibration's node record);
-                    * 0, one level */
-    int policy;    /* the --grad-comm priced (enum policy); -1: the best of them */
+    int replicate;        /* --fc-replicate: the first this many [connected] layers */
+    int rpn;              /* ranks per node: > 0, two levels (the calibration's node record);
+                           * 0, one level */
+    int policy;           /* the --grad-comm priced (enum policy); -1: the best of them */
     double bucket_mb;     /* of bucket:MB */
     double segment_bytes; /* of the ring's segments, as the runtime sizes them */
 };

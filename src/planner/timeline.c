@@ -119,11 +119,22 @@ double plan_gather_time(const struct model *m, const struct sc_layer *l, int gro
     return 0.5 * (sc_calib_allreduce(m->c, group, x) + sc_calib_allreduce(m->c, group, dy));
 }
 
+/* The node whose gradient is reduced next in backward after v's (one
+ * with parameters that is not replicated), -1: none. */
+static int next_reduced(const struct graph *G, const int *choice, const int *rep, int v)
+{
+    for (int u = v - 1; u >= 0; u--)
+        if (G->node[u].cand[choice[u]].ar_bytes > 0 && !rep[u])
+            return u;
+    return -1;
+}
+
 /* Forward, then backward layer by layer from the last (rounds: the
  * redistributions between layers that send messages); each layer's
  * gradient allreduce queues on one channel from the moment its gradient
- * is ready (layer), fills 25 MB buckets in backward order (bucket), or
- * waits for the whole backward pass (end); the update follows each.
+ * is ready (layer), fills the network's buckets in backward order
+ * (bucket: of m->bucket_mb MiB, cut as sc_rule_bucket_closed cuts them),
+ * or waits for the whole backward pass (end); the update follows each.
  * The iteration is not a barrier: the next one's forward runs each layer
  * as soon as that layer is updated, over the tail of this one's
  * collectives, so an iteration takes the longest of its compute chain,
@@ -212,13 +223,9 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         /* bucket, end: the network's buckets (src/net/rules.h), one
          * collective each over more than one rank.  Where the ranks that
          * sum the gradients change, the runtime cuts a bucket under end
-         * too, and starts its collective as soon as its gradients are
-         * ready (src/net/step.c): during backward, as a bucket's. */
-        if (open && !sc_rule_same_grad_ranks(open, &c->g)) {
-            if (group > 1)
-                ISSUE_BUCKET(v > 0, c->task_b);
-            open = NULL;
-        }
+         * too, and starts its collective as soon as its last layer's
+         * gradients are ready (src/net/step.c): during backward, as a
+         * bucket's. */
         if (!open)
             open = &c->g, group = c->group, filled = 0;
         filled += c->ar_bytes;
@@ -226,7 +233,9 @@ static double timeline(const struct model *m, const struct graph *G, const int *
             pending += c->ar_bytes;
             bucket[nbucket++] = v;
         }
-        if (sc_rule_bucket_closed(&cut, ++walked, filled)) {
+        int u = next_reduced(G, choice, rep, v);
+        if (sc_rule_bucket_closed(&cut, ++walked, filled) ||
+            (u >= 0 && !sc_rule_same_grad_ranks(open, &G->node[u].cand[choice[u]].g))) {
             if (group > 1)
                 ISSUE_BUCKET(v > 0, c->task_b);
             open = NULL;
