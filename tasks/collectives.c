@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/ring_segment.h"
 #include "tasks.h"
 
 /* Atomic, so that two threads that reserve at once get disjoint ranges.
@@ -23,30 +24,15 @@ int64_t sc_tags_reserve(int64_t count)
  * accumulation of the previous one, and so that the window (wait_credit)
  * has something to hold back.  Each segment costs a StarPU-MPI message
  * (sc_ring_opts in tasks.h says what that trades). */
-#define SEGMENT_BYTES_DEFAULT ((size_t)512 << 10)
+#define SEGMENT_BYTES_DEFAULT ((size_t)SC_RING_SEGMENT_KB_DEFAULT << 10)
 #define MAX_SEGMENTS          8
 /* Up to this many KiB a vector takes the direct path (sc_ring_opts): one
  * MPI collective instead of the ring's messages, each of which costs a
  * task and a request (docs/results.md, "allreduce against MPI"). */
 #define DIRECT_KB_DEFAULT 64
 
-/* The default cost, in seconds, of a StarPU-MPI message beyond MPI's own
- * time (a task, a request, the progress thread's turn), against which the
- * segments are sized to the link's measured bandwidth. */
-#define MESSAGE_OVERHEAD_S 100e-6
-#define SEGMENT_OVERHEADS  4
-#define SEGMENT_KB_MAX     (64 << 10)
-#define PROBE_BYTES        ((size_t)1 << 20)
-#define PROBE_REPS         5
-
-int sc_ring_segment_kb_for(double bytes_per_s)
-{
-    int kb = (int)(SEGMENT_BYTES_DEFAULT >> 10);
-    double want_kb = bytes_per_s * SEGMENT_OVERHEADS * MESSAGE_OVERHEAD_S / 1024;
-    while (kb < SEGMENT_KB_MAX && 2.0 * kb <= want_kb)
-        kb *= 2;
-    return kb;
-}
+#define PROBE_BYTES SC_LINK_PROBE_BYTES
+#define PROBE_REPS  5
 
 static int link_probe(MPI_Comm comm, double *bytes_per_s)
 {

@@ -10,6 +10,7 @@
 #include <starpu_mpi.h>
 #include "codelets/codelets.h"
 #include "base/layout.h"
+#include "base/ring_segment.h"
 
 /* Tags of StarPU-MPI transfers.  Every rank reserves them in the same order
  * (plans are built in the same order everywhere), so the numbers agree. */
@@ -25,22 +26,22 @@ int64_t sc_tags_reserve(int64_t count);
  * Afterwards rank r holds the sum of chunk (r+1) mod P, its "owned" chunk.
  * Allgather: P-1 steps in which each rank forwards the chunk it last got,
  * received straight into the destination chunk (no copy).  Chunks of more
- * than 512 KiB travel as segments, so transfers and accumulations pipeline;
- * a vector shorter than the rank count takes a chain instead (reduce to rank
- * 0, which owns it all, then broadcast). */
+ * than one segment (below) travel as segments, so transfers and
+ * accumulations pipeline; a vector shorter than the rank count takes a
+ * chain instead (reduce to rank 0, which owns it all, then broadcast). */
 struct sc_ring;
 
 /* segment_bytes: chunks are sent as segments of about this size (at most 8
- * per chunk; 0: 512 KiB; training sizes them to the link with
- * sc_link_segment_kb below).  Every segment is a StarPU-MPI message, which
- * costs a task and a request beyond MPI's own time, so that large
- * segments are cheaper on shared memory, but small segments let urgent
- * collectives pass a large one on a slow link.  window: at
- * most this many segments of each step in flight (0: all at once):
- * segment j is sent once segment j -
- * window has arrived, so that a large vector cannot fill the network's
- * queues ahead of a later, more urgent collective's messages (which pass
- * it by their priority). */
+ * per chunk; 0: SC_RING_SEGMENT_KB_DEFAULT KiB, base/ring_segment.h;
+ * training sizes them to the link with sc_link_segment_kb below).  Every
+ * segment is a StarPU-MPI message, which costs a task and a request
+ * beyond MPI's own time, so that large segments are cheaper on shared
+ * memory, but small segments let urgent collectives pass a large one on a
+ * slow link.  window: at most this many segments of each step in flight
+ * (0: all at once): segment j is sent once segment j - window has
+ * arrived, so that a large vector cannot fill the network's queues ahead
+ * of a later, more urgent collective's messages (which pass it by their
+ * priority). */
 struct sc_ring_opts {
     size_t segment_bytes;
     int window;
@@ -56,18 +57,13 @@ struct sc_ring_opts {
      * direct_kb (each ring then makes a communicator of its own). */
     int direct_kb;
 };
-/* Segments sized to the link (--comm-segment auto).  Each segment is a
- * StarPU-MPI message, whose fixed cost (MESSAGE_OVERHEAD_S in
- * collectives.c, a default) a slow network's transfer time repays and
- * shared memory's does not.  sc_link_segment_kb measures the bandwidth one rank gets to
- * its ring neighbour while every rank sends (plain MPI on comm, collective,
- * the slowest rank's, the same on every rank; 0 on one rank, which sends
- * nothing) and gives the segment for it.  sc_ring_segment_kb_for is that
- * rule: the segment that carries 4 such overheads' worth of bytes at that
- * bandwidth, a power of two, never below 512 KiB (slow links: urgent
- * collectives pass a large one sooner) nor above 64 MiB. */
+/* Segments sized to the link (--comm-segment auto): sc_link_segment_kb
+ * measures the bandwidth one rank gets to its ring neighbour while every
+ * rank sends (SC_LINK_PROBE_BYTES over plain MPI on comm, collective, the
+ * slowest rank's, the same on every rank; 0 on one rank, which sends
+ * nothing) and gives the segment base/ring_segment.h's rule
+ * (sc_ring_segment_kb_for) gives for it. */
 int sc_link_segment_kb(MPI_Comm comm, int *segment_kb, double *bytes_per_s);
-int sc_ring_segment_kb_for(double bytes_per_s);
 /* vec: the vector (n floats) to reduce, registered in main memory; opts:
  * NULL for the defaults. */
 int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm, const struct sc_ring_opts *opts,

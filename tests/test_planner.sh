@@ -180,6 +180,35 @@ expect_bad "calibration for fewer ranks" "mpirun -np 4" "$PLAN" --model "$WIDE" 
   --calibration "$CAL"
 expect_bad "unknown layer in --parallel" "no layer 'conv9'" "$PLAN" --model "$WIDE" --ranks 2 --batch 8 \
   --calibration "$CAL" --parallel conv9=c2
+# A grid the network's setup refuses, the planner refuses with the
+# setup's reason (src/net/rules.h): the same line from both programs.
+expect_bad "a grid the setup refuses" "conv1: its 16 output channels do not split evenly into 3 parts" "$PLAN" \
+  --model "$WIDE" --ranks 3 --batch 6 --calibration "$CAL" --parallel c3
+run 3 1 --model "$WIDE" $common --batch 6 --iters 1 --parallel c3 >/dev/null 2>"$WORK/train_err"
+if [ "$(sed -n 's/^starconv-plan: //p' "$WORK/err")" = "$(sed -n 's/^starconv-train: //p' "$WORK/train_err")" ]; then
+  ok "starconv-train refuses c3 with the planner's line"
+else
+  fail "refusals differ: plan '$(cat "$WORK/err")', train '$(grep starconv-train: "$WORK/train_err")'"
+fi
+# --comm-segment: the segments training will use, which the plan's
+# command passes on; a value starconv-train refuses, refused with its
+# line (one parser, src/programs/cli.c).
+if "$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$CAL" --comm-segment 4096 >"$WORK/plan" 2>&1 &&
+  grep -q -- '^starconv-train --parallel .* --comm-segment 4096$' "$WORK/plan"; then
+  ok "--comm-segment 4096: $(tail -1 "$WORK/plan")"
+else
+  fail "--comm-segment 4096: $(tail -1 "$WORK/plan")"
+fi
+expect_bad "--comm-segment 2" "--comm-segment: '2' is neither auto nor an integer in \[4, 1048576\]" "$PLAN" \
+  --model "$WIDE" --ranks 2 --batch 8 --calibration "$CAL" --comm-segment 2
+run 2 1 --model "$WIDE" $common --comm-segment 2 >/dev/null 2>"$WORK/train_err"
+if [ "$(sed -n 's/^starconv-plan: //p' "$WORK/err")" = "$(sed -n 's/^starconv-train: //p' "$WORK/train_err")" ]; then
+  ok "starconv-train refuses --comm-segment 2 with the planner's line"
+else
+  fail "refusals differ: plan '$(cat "$WORK/err")', train '$(grep starconv-train: "$WORK/train_err")'"
+fi
+expect_bad "--comm-segment with calibrate" "--comm-segment is an option of a plan" "$PLAN" calibrate --model "$WIDE" \
+  --batch 8 --calibration "$WORK/seg.txt" --comm-segment 1024
 expect_bad "calibrate --data, no such data set" "--data: $WORK/nodata" "$PLAN" calibrate --model "$WIDE" --batch 8 \
   --calibration "$WORK/data.txt" --data "$WORK/nodata"
 [ ! -e "$WORK/data.txt" ] && ok "calibrate --data, no such data set: no file written" ||

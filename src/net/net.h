@@ -17,13 +17,13 @@ struct sc_net_dist; /* this rank's share: tiles, handles, collective plans */
 enum sc_grad_comm {
     SC_GRAD_LAYER,  /* one collective per layer, right after its gradient */
     SC_GRAD_CHUNKS, /* Lee et al.: the last K layers with parameters, then the rest */
-    SC_GRAD_BUCKET, /* buckets of at least MB filled in backward order (PyTorch DDP) */
+    SC_GRAD_BUCKET, /* buckets of at least MB MiB filled in backward order (PyTorch DDP) */
     SC_GRAD_END,    /* one collective after the whole backward pass */
 };
 struct sc_comm_opts {
     enum sc_grad_comm grad_comm;
     int chunk_layers;     /* K of chunks:K */
-    double bucket_mb;     /* MB of bucket:MB */
+    double bucket_mb;     /* MB of bucket:MB, in MiB (sc_rule_bucket_bytes) */
     int fc_replicate;     /* Lee et al.: the first F [connected] layers gather their
                            * inputs and errors and compute the whole gradient */
     int priorities;       /* 1: task priorities (gradients, chain, collectives; plan_priorities) */

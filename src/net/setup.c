@@ -10,57 +10,18 @@
 #include <starpu.h>
 
 #include "src/net/net_private.h"
+#include "src/net/rules.h"
 
 /* ---- how each layer is split ---- */
 
 /* A layer's grid: its cfg's parallel=, else the command line's, else
- * sample parallelism; layers that need whole samples take sample
- * parallelism whatever the command line says. */
+ * sample parallelism (sc_rule_layer_grid), checked as far as it does not
+ * depend on the channels (plan_channels checks those). */
 static int choose_grid(struct sc_net *net, struct sc_layer *l, struct sc_grid *g)
 {
     struct sc_net_dist *D = net->dist;
-    int P = D->rt->size, err;
-    char listed[32];
-    const char *spec = l->parallel[0] ? l->parallel : D->comm.parallel ? D->comm.parallel : "";
-    if (!l->parallel[0] && strchr(spec, '=')) {
-        /* A per-layer list (--parallel conv1=f2,conv2=c2, what the planner
-         * prints): a layer it does not name is sample parallel. */
-        spec = sc_parallel_list_find(spec, l->name, listed, sizeof listed) ? listed : "";
-    }
-    if ((err = sc_grid_parse(spec, P, g)))
-        return sc_error(err, "%s: %s", l->name, sc_last_error());
-    int spatial = g->extent[SC_DIM_H] * g->extent[SC_DIM_W] > 1;
-    if (!l->parallel[0] && l->src[0] < 0 && l->mixes_channels && g->extent[SC_DIM_C] > 1) {
-        /* The samples come whole, with few channels: the first layer
-         * splits its filters instead. */
-        g->extent[SC_DIM_F] *= g->extent[SC_DIM_C];
-        g->extent[SC_DIM_C] = 1;
-    }
-    if (g->extent[SC_DIM_C] * g->extent[SC_DIM_F] > 1 && !l->ops->split_channels) {
-        if (l->parallel[0])
-            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer cannot split its channels (c, f); use n%d",
-                            l->name, l->parallel, l->ops->section, P);
-        sc_grid_parse("", P, g); /* fully connected, softmax: whole samples */
-        spatial = 0;
-    }
-    if (spatial && l->whole_sample) {
-        if (l->parallel[0])
-            return sc_error(SC_ERR_ARG, "%s: parallel=%s: a [%s] layer needs whole samples (use n%d)", l->name,
-                            l->parallel, l->ops->section, P);
-        sc_grid_parse("", P, g);
-    }
-    int gn = g->extent[SC_DIM_N], gh = g->extent[SC_DIM_H], gw = g->extent[SC_DIM_W];
-    if (D->global_batch % gn)
-        return sc_error(SC_ERR_ARG,
-                        "global batch %d does not split evenly over %d ranks (use a multiple of "
-                        "%d; layer %s is split n%d)",
-                        D->global_batch, gn, gn, l->name, gn);
-    if (spatial && (l->out.h < gh || l->out.w < gw || l->in.h < gh || l->in.w < gw))
-        return sc_error(SC_ERR_ARG,
-                        "%s: %dx%d input, %dx%d output cannot be split over h%d w%d (every rank "
-                        "needs a row and a column); give it parallel= with fewer spatial ranks",
-                        l->name, l->in.h, l->in.w, l->out.h, l->out.w, gh, gw);
-    return 0;
+    int err = sc_rule_layer_grid(l, D->comm.parallel, D->rt->size, g);
+    return err ? err : sc_rule_grid_check_split(l, g, D->global_batch);
 }
 
 /* A layer whose grid splits channels: the split must be even, and this
@@ -75,20 +36,8 @@ static int plan_channels(struct sc_net *net, int l)
     int gc = g->extent[SC_DIM_C], gf = g->extent[SC_DIM_F], me = D->rt->rank, err;
     if (gc * gf == 1)
         return 0;
-    char spec[64];
-    sc_grid_format(g, spec, sizeof spec);
-    if (L->src[0] < 0 && sc_layout_channel_parts(&d->xch.lin) > 1)
-        return sc_error(SC_ERR_ARG,
-                        "%s: the first layer cannot split its input channels (parallel %s): the "
-                        "samples are loaded whole; use f",
-                        L->name, spec);
-    int pin = sc_layout_channel_parts(&d->xch.lin), pout = sc_layout_channel_parts(&d->xch.lout);
-    if (L->in.c % pin)
-        return sc_error(SC_ERR_ARG, "%s: its %d input channels do not split evenly into %d parts (parallel %s)",
-                        L->name, L->in.c, pin, spec);
-    if (L->out.c % pout)
-        return sc_error(SC_ERR_ARG, "%s: its %d output channels do not split evenly into %d parts (parallel %s)",
-                        L->name, L->out.c, pout, spec);
+    if ((err = sc_rule_grid_check_channels(L, g, D->global_batch)))
+        return err;
     int coords[SC_NDIMS], cout = d->xch.out_nch;
     sc_grid_coords(g, me, coords);
     struct layer_channels *c = &d->chan;
@@ -139,9 +88,8 @@ static int plan_layouts(struct sc_net *net)
         struct layer_data *d = &D->ld[l];
         if (L->alias)
             continue;
-        d->xch.lin = (struct sc_layout){
-            g[l], D->global_batch, L->in.h, L->in.w, T, L->in.c, L->mixes_channels ? SC_CDIMS_C : SC_CDIMS_CF};
-        d->xch.lout = (struct sc_layout){g[l], D->global_batch, L->out.h, L->out.w, T, L->out.c, SC_CDIMS_CF};
+        d->xch.lin = sc_rule_layout_in(L, &g[l], D->global_batch, T);
+        d->xch.lout = sc_rule_layout_out(L, &g[l], D->global_batch, T);
         d->xch.in_box = sc_layout_box(&d->xch.lin, me);
         d->xch.out_box = sc_layout_box(&d->xch.lout, me);
         sc_layout_channels(&d->xch.lin, me, &d->xch.in_ch0, &d->xch.in_nch);
@@ -254,19 +202,6 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
     return 0;
 }
 
-/* Whether layers a and b reduce their gradients over the same ranks on
- * every rank: both unsplit (all ranks), or both split by the same grid. */
-static int same_segment(struct sc_net *net, int a, int b)
-{
-    const struct layer_data *da = &net->dist->ld[a], *db = &net->dist->ld[b];
-    if (!da->chan.local || !db->chan.local)
-        return !da->chan.local && !db->chan.local;
-    for (int d = 0; d < SC_NDIMS; d++)
-        if (da->xch.lin.grid.extent[d] != db->xch.lin.grid.extent[d])
-            return 0;
-    return 1;
-}
-
 /* The ranks layer l's gradient is reduced over: those that hold the same
  * share of a channel-split layer (they differ in N, H and W only), else
  * all. */
@@ -278,44 +213,24 @@ static int param_segment(struct sc_net *net, int l, int *members)
             members[r] = r;
         return D->rt->size;
     }
-    return sc_grid_segment(&D->ld[l].xch.lin.grid, D->rt->rank, (1u << SC_DIM_N) | (1u << SC_DIM_H) | (1u << SC_DIM_W),
-                           members);
+    return sc_grid_segment(&D->ld[l].xch.lin.grid, D->rt->rank, SC_RULE_GRAD_DIMS, members);
 }
 
 /* Which layers share a collective: walk the layers with parameters (and no
  * replication) in backward order and cut buckets by the policy, and where
- * the ranks that reduce them change (channel splitting). */
+ * the ranks that reduce them change (channel splitting; rules.h). */
 static int plan_buckets(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
-    const struct sc_comm_opts *c = &D->comm;
     int order[net->nlayers], n = 0;
     for (int l = net->nlayers - 1; l >= 0; l--)
         if (share_of(net, l)->nparams && !D->ld[l].replica.on)
             order[n++] = l;
     ALLOC_ARRAY(D->buckets, n);
-    size_t cap = (size_t)(c->bucket_mb * (1 << 20));
     for (int i = 0; i < n; i++) {
         struct bucket *b = D->nbuckets ? &D->buckets[D->nbuckets - 1] : NULL;
-        int fresh = !b;
-        if (b)
-            switch (c->grad_comm) {
-            case SC_GRAD_LAYER:
-                fresh = 1;
-                break;
-            case SC_GRAD_END:
-                fresh = 0;
-                break;
-            case SC_GRAD_CHUNKS:
-                fresh = i == c->chunk_layers;
-                break;
-            case SC_GRAD_BUCKET:
-                fresh = b->n * sizeof(float) >= cap;
-                break;
-            }
-        if (b && !same_segment(net, b->layer[0], order[i]))
-            fresh = 1;
-        if (fresh) {
+        if (!b || sc_rule_bucket_closed(&D->comm, i, (double)(b->n * sizeof(float))) ||
+            !sc_rule_same_grad_ranks(&D->ld[b->layer[0]].xch.lin.grid, &D->ld[order[i]].xch.lin.grid)) {
             b = &D->buckets[D->nbuckets++];
             ALLOC_ARRAY(b->layer, n);
         }
@@ -618,10 +533,11 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return err;
     if ((err = plan_layouts(net)))
         return err;
-    int replicate = rt->size > 1 ? D->comm.fc_replicate : 0;
-    if (replicate && D->spatial)
-        return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (not with --parallel or "
-                                    "parallel=)");
+    int rep[net->nlayers];
+    sc_rule_replicated(net, D->comm.fc_replicate, rt->size, rep);
+    for (int l = 0; l < net->nlayers && rt->size > 1 && D->comm.fc_replicate > 0; l++)
+        if (!net->layers[l].alias && (err = sc_rule_replicate_grid(&D->ld[l].xch.lin.grid)))
+            return err;
     int T = D->ntiles;
     struct layer_data *last = &D->ld[net->nlayers - 1];
     /* the sample layout's tiles, which replicated layers exchange */
@@ -634,11 +550,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     if ((err = sc_net_input_setup(net)) || (err = sc_tensor_alloc_vectors(&D->stats, T, 2, sizeof(float))) ||
         (err = sc_tensor_alloc_vectors(&D->eval_acc, T, 2, sizeof(float))))
         return err;
-    for (int l = 0; l < net->nlayers && replicate; l++)
-        if (net->layers[l].ops->param_grad && net->layers[l].nparams) {
-            D->ld[l].replica.on = 1;
-            replicate--;
-        }
+    for (int l = 0; l < net->nlayers; l++)
+        D->ld[l].replica.on = rep[l];
     /* Every rank computes a replicated layer's gradient for itself and must
      * get the same bits: on CUDA workers where every rank has one, else on
      * CPU workers, never some pieces on either. */

@@ -43,25 +43,6 @@ int plan_all_grids(int P, struct sc_grid *out, int cap)
     return n;
 }
 
-/* Whether the network can run layer l under g (what choose_grid and
- * plan_channels of src/net/setup.c accept). */
-int plan_grid_valid(const struct sc_layer *l, const struct sc_grid *g, int batch)
-{
-    int gn = ext(g, SC_DIM_N), gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F);
-    int gh = ext(g, SC_DIM_H), gw = ext(g, SC_DIM_W);
-    if (batch % gn)
-        return 0;
-    if (gc * gf > 1 && !l->ops->split_channels)
-        return 0;
-    if (gh * gw > 1 && (l->whole_sample || l->out.h < gh || l->out.w < gw || l->in.h < gh || l->in.w < gw))
-        return 0;
-    struct sc_layout in = layout_in(l, g, batch), out = layout_out(l, g, batch);
-    int pin = sc_layout_channel_parts(&in), pout = sc_layout_channel_parts(&out);
-    if (first_layer(l) && pin > 1)
-        return 0;
-    return l->in.c % pin == 0 && l->out.c % pout == 0;
-}
-
 /* ---- the model of one layer under one grid ---- */
 
 /* The rank's block of layer l under g: samples per tile, channels and
@@ -73,7 +54,7 @@ struct block {
 static struct block block_of(int B, int W, const struct sc_layer *l, const struct sc_grid *g)
 {
     struct block b;
-    struct sc_layout in = layout_in(l, g, B), out = layout_out(l, g, B);
+    struct sc_layout in = sc_rule_layout_in(l, g, B, 1), out = sc_rule_layout_out(l, g, B, 1);
     int gc = ext(g, SC_DIM_C), gf = ext(g, SC_DIM_F), reps[MAXREPS];
     b.nr = B / ext(g, SC_DIM_N);
     b.tiles = b.nr < W ? b.nr : W;
@@ -359,7 +340,7 @@ static void halo(const struct model *m, const struct sc_layer *l, const struct s
     if (ext(g, SC_DIM_H) * ext(g, SC_DIM_W) == 1 || l->win_r.k <= 0)
         return;
     int first = first_layer(l);
-    struct sc_layout in = layout_in(l, g, m->B), out = layout_out(l, g, m->B);
+    struct sc_layout in = sc_rule_layout_in(l, g, m->B, 1), out = sc_rule_layout_out(l, g, m->B, 1);
     int reps[MAXREPS], nrep = plan_representatives(g, m->rpn, reps);
     double row = m->c->rowcopy > 0 ? m->c->rowcopy * m->oversub : 0; /* a pack's row, on a shared core */
     for (int i = 0; i < nrep; i++) {
@@ -455,7 +436,7 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
     if (l->mixes_channels && gc > 1) {
         /* Partial sums over C, reduce-scattered into the output; dy
          * gathered back (src/net/setup.c, plan_exchanges). */
-        struct sc_layout out = layout_out(l, g, m->B), part = out;
+        struct sc_layout out = sc_rule_layout_out(l, g, m->B, 1), part = out;
         part.cdims = SC_CDIMS_F;
         cf = plan_exchange(m, &part, &out, 0).seconds + plan_behind(m, c->task_f);
         cb = plan_exchange(m, &out, &part, 1).seconds + plan_behind(m, c->task_b);
@@ -466,7 +447,7 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
     c->bwd = kb + hb + cb;
     c->msgs_b = hb + cb;
     double np = share_params(l, g);
-    c->group = ext(g, SC_DIM_N) * ext(g, SC_DIM_H) * ext(g, SC_DIM_W);
+    c->group = sc_rule_grad_group(g);
     c->ar_bytes = 4 * np;
     if (np > 0 && c->group > 1) {
         c->ar_time = sc_calib_allreduce(m->c, c->group, c->ar_bytes);
@@ -528,7 +509,7 @@ int sc_plan_kernels(const struct sc_net *net, const struct sc_plan_opts *o,
         if (l->alias || !l->ops->work)
             continue;
         for (int k = 0; k < ng && !err; k++) {
-            if (!plan_grid_valid(l, &grids[k], o->batch))
+            if (sc_rule_grid_check(l, &grids[k], o->batch))
                 continue;
             struct block b = block_of(o->batch, W, l, &grids[k]);
             struct works ws = {add_key, &s, {0, 0}, {0, 0}};

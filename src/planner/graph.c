@@ -39,12 +39,11 @@ static int build_nodes(struct model *m, const struct sc_plan_opts *o, struct gra
     G->node_of = malloc(net->nlayers * sizeof *G->node_of);
     if (!G->node || !G->node_of)
         return sc_error(SC_ERR_NOMEM, "out of memory");
-    struct sc_grid grids[512], whole;
+    struct sc_grid grids[512];
     int ng = plan_all_grids(m->P, grids, 512), err;
     int list = o->grid && strchr(o->grid, '=');
     if (list && (err = sc_parallel_list_check(net, o->grid)))
         return err;
-    sc_grid_parse("", m->P, &whole);
     G->n = 0;
     for (int li = 0; li < net->nlayers; li++) {
         const struct sc_layer *l = &net->layers[li];
@@ -56,35 +55,18 @@ static int build_nodes(struct model *m, const struct sc_plan_opts *o, struct gra
         v->layer = li;
         if (!(v->cand = calloc(ng, sizeof *v->cand)))
             return sc_error(SC_ERR_NOMEM, "out of memory");
-        /* A grid given for the layer: the cfg's parallel= (kept as it
-         * is), else --parallel's, one grid or a per-layer list, applied as
-         * choose_grid (src/net/setup.c) applies it: the first layer takes
-         * f for c, whole-sample layers take n. */
-        char listed[32];
-        int from_cfg = l->parallel[0] != 0;
-        const char *spec = from_cfg ? l->parallel : o->grid;
-        if (!from_cfg && list)
-            spec = sc_parallel_list_find(o->grid, l->name, listed, sizeof listed) ? listed : "";
-        if (spec) {
+        /* A grid given for the layer (its cfg's parallel=, else
+         * --parallel's), as the network's setup takes it. */
+        if (l->parallel[0] || o->grid) {
             struct sc_grid g;
-            if ((err = sc_grid_parse(spec, m->P, &g)))
-                return sc_error(err, "%s: %s", l->name, sc_last_error());
-            if (!from_cfg && first_layer(l) && l->mixes_channels && ext(&g, SC_DIM_C) > 1) {
-                g.extent[SC_DIM_F] *= g.extent[SC_DIM_C];
-                g.extent[SC_DIM_C] = 1;
-            }
-            if (!from_cfg && ((ext(&g, SC_DIM_C) * ext(&g, SC_DIM_F) > 1 && !l->ops->split_channels) ||
-                              (ext(&g, SC_DIM_H) * ext(&g, SC_DIM_W) > 1 && l->whole_sample)))
-                g = whole;
-            if (!plan_grid_valid(l, &g, m->B))
-                return sc_error(SC_ERR_ARG, "%s cannot run under %s (batch %d)", l->name, spec, m->B);
-            if ((err = plan_candidate(m, l, &g, &v->cand[0])))
+            if ((err = sc_rule_layer_grid(l, o->grid, m->P, &g)) || (err = sc_rule_grid_check(l, &g, m->B)) ||
+                (m->replicate && (err = sc_rule_replicate_grid(&g))) || (err = plan_candidate(m, l, &g, &v->cand[0])))
                 return err;
             v->ncand = 1;
             continue;
         }
         for (int k = 0; k < ng; k++)
-            if (plan_grid_valid(l, &grids[k], m->B)) {
+            if (!sc_rule_grid_check(l, &grids[k], m->B)) {
                 if ((err = plan_candidate(m, l, &grids[k], &v->cand[v->ncand])))
                     return err;
                 v->ncand++;
@@ -101,7 +83,7 @@ static int build_nodes(struct model *m, const struct sc_plan_opts *o, struct gra
 static double edge_cost(const struct model *m, const struct sc_layer *lu, const struct cand *a,
                         const struct sc_layer *lv, const struct cand *b, double *fwd, double *bwd, int *rounds)
 {
-    struct sc_layout out = layout_out(lu, &a->g, m->B), in = layout_in(lv, &b->g, m->B);
+    struct sc_layout out = sc_rule_layout_out(lu, &a->g, m->B, 1), in = sc_rule_layout_in(lv, &b->g, m->B, 1);
     *fwd = *bwd = 0;
     if (sc_layout_equal(&out, &in))
         return 0;

@@ -319,12 +319,12 @@ double sc_machine_allreduce(const struct sc_machine *m, int ranks, int group, do
     return t + 3 * (g - 1) / g * bytes / m->memory;
 }
 
-/* Roofline: the slower of the arithmetic (2 FLOPs per multiply-add, at
- * the efficiency's share of the peak) and the memory traffic (each
- * operand read once, each result written once, 4-byte floats). */
-static double roof(const struct sc_machine *m, double macs, double bytes)
+/* Roofline: the slower of the arithmetic (flops at the efficiency's share
+ * of the peak) and the memory traffic (each operand read once, each result
+ * written once, 4-byte floats). */
+static double roof(const struct sc_machine *m, double flops, double bytes)
 {
-    double tc = 2 * macs / (m->peak * m->efficiency), tm = bytes / m->mem_bw;
+    double tc = flops / (m->peak * m->efficiency), tm = bytes / m->mem_bw;
     return tc > tm ? tc : tm;
 }
 
@@ -334,34 +334,34 @@ void sc_machine_roofline(const struct sc_machine *m, const struct sc_layer_work 
     *fwd = *bwd_data = *bwd_filter = 0;
     if (!m->roofline)
         return;
+    double flops[3]; /* the layers' count of the kernel's work (src/layers/layers.h) */
+    sc_layer_work_flops(w, flops);
     switch (w->kind) {
     case SC_WORK_CONV: {
         const struct sc_conv_args *a = &w->conv;
         double x = (double)a->n * a->c * a->h * a->w, y = (double)a->n * a->f * a->oh * a->ow;
         double wt = (double)a->f * a->c * a->kh * a->kw;
-        double macs = y * a->c * a->kh * a->kw;
-        *fwd = roof(m, macs, 4 * (x + wt + y));        /* x, w -> y */
-        *bwd_data = roof(m, macs, 4 * (y + wt + x));   /* dy, w -> dx */
-        *bwd_filter = roof(m, macs, 4 * (x + y + wt)); /* x, dy -> dw */
+        *fwd = roof(m, flops[0], 4 * (x + wt + y));        /* x, w -> y */
+        *bwd_data = roof(m, flops[1], 4 * (y + wt + x));   /* dy, w -> dx */
+        *bwd_filter = roof(m, flops[2], 4 * (x + y + wt)); /* x, dy -> dw */
         break;
     }
     case SC_WORK_POOL: {
-        /* A comparison or addition per window element: half a
-         * multiply-add's FLOPs. */
+        /* A comparison or addition per window element, which the layers
+         * count as no FLOPs: priced as half a multiply-add's. */
         const struct sc_pool_args *a = &w->pool;
         double x = (double)a->n * a->c * a->h * a->w, y = (double)a->n * a->c * a->oh * a->ow;
         double ops = y * a->kh * a->kw / 2;
-        *fwd = roof(m, ops, 4 * (x + y));
-        *bwd_data = roof(m, ops, 4 * (y + x));
+        *fwd = roof(m, 2 * ops, 4 * (x + y));
+        *bwd_data = roof(m, 2 * ops, 4 * (y + x));
         break;
     }
     case SC_WORK_FC: {
         const struct sc_fc_args *a = &w->fc;
         double x = (double)a->n * a->in, y = (double)a->n * a->out, wt = (double)a->in * a->out;
-        double macs = (double)a->n * a->in * a->out;
-        *fwd = roof(m, macs, 4 * (x + wt + y));
-        *bwd_data = roof(m, macs, 4 * (y + wt + x));
-        *bwd_filter = roof(m, macs, 4 * (x + y + wt));
+        *fwd = roof(m, flops[0], 4 * (x + wt + y));
+        *bwd_data = roof(m, flops[1], 4 * (y + wt + x));
+        *bwd_filter = roof(m, flops[2], 4 * (x + y + wt));
         break;
     }
     default:

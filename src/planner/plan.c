@@ -6,13 +6,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/ring_segment.h"
 #include "src/planner/plan_private.h"
 
 #define MAXP 1024
 
+/* o->grad_comm as --grad-comm parses it (src/net/net.h) into the policy
+ * priced (-1: NULL, the best of layer, bucket:25 and end) and the MB of
+ * bucket:MB; SC_ERR_ARG for one the model does not price (chunks:K). */
+static int parse_policy(const struct sc_plan_opts *o, int *policy, double *bucket_mb)
+{
+    struct sc_comm_opts co;
+    sc_comm_opts_default(&co);
+    *policy = -1;
+    *bucket_mb = co.bucket_mb;
+    if (!o->grad_comm)
+        return 0;
+    int err = sc_comm_opts_parse_grad(o->grad_comm, &co);
+    if (err)
+        return err;
+    if (co.grad_comm == SC_GRAD_CHUNKS)
+        return sc_error(SC_ERR_ARG, "the planner models --grad-comm layer, bucket:MB and end, not %s", o->grad_comm);
+    *policy = co.grad_comm == SC_GRAD_LAYER ? POL_LAYER : co.grad_comm == SC_GRAD_BUCKET ? POL_BUCKET : POL_END;
+    *bucket_mb = co.bucket_mb;
+    return 0;
+}
+
+/* The ring's segments under o, in bytes: --comm-segment's, or auto's
+ * rule applied to the link the calibration measured, through the
+ * bandwidth the runtime's link probe would see on it (one probe message
+ * at the calibration's alpha + beta b; none on one rank). */
+static double segment_bytes(const struct sc_plan_opts *o, const struct sc_calib *c)
+{
+    if (o->segment_kb > 0)
+        return 1024.0 * o->segment_kb;
+    double probe = (double)SC_LINK_PROBE_BYTES, t = c->p2p_alpha + c->p2p_beta * probe;
+    double bw = o->ranks > 1 && c->p2p_alpha >= 0 && c->p2p_beta >= 0 && t > 0 ? probe / t : 0;
+    return 1024.0 * sc_ring_segment_kb_for(bw);
+}
+
 /* o, checked against the ranks, batch and calibration c, into *opts;
- * under --fc-replicate F > 0 its grid is sample parallelism (in sample,
- * of size len), which the runtime replicates under only. */
+ * under --fc-replicate F > 0 without a grid, sample parallelism (in
+ * sample, of size len), which the runtime replicates under only
+ * (sc_rule_replicate_grid: a grid given is checked layer by layer). */
 static int check_options(const struct sc_plan_opts *o, const struct sc_calib *c, struct sc_plan_opts *opts,
                          char *sample, size_t len)
 {
@@ -20,13 +56,15 @@ static int check_options(const struct sc_plan_opts *o, const struct sc_calib *c,
         return sc_error(SC_ERR_ARG, "ranks %d: must be 1 to %d", o->ranks, MAXP);
     if (o->batch < 1)
         return sc_error(SC_ERR_ARG, "batch %d: must be at least 1", o->batch);
+    if (o->segment_kb < 0)
+        return sc_error(SC_ERR_ARG, "segment %d KiB: must be positive (0: auto)", o->segment_kb);
+    int policy, err;
+    double mb;
+    if ((err = parse_policy(o, &policy, &mb)))
+        return err;
     *opts = *o;
-    if (o->fc_replicate > 0 && o->ranks > 1) {
-        struct sc_grid g;
+    if (o->fc_replicate > 0 && o->ranks > 1 && !o->grid) {
         snprintf(sample, len, "n%d", o->ranks);
-        if (o->grid && (strchr(o->grid, '=') || sc_grid_parse(o->grid, o->ranks, &g) || ext(&g, SC_DIM_N) != o->ranks))
-            return sc_error(SC_ERR_ARG, "--fc-replicate works with sample parallelism only (%s), not %s", sample,
-                            o->grid);
         opts->grid = sample;
     }
     if (o->ranks > 1 && c->p2p_alpha < 0)
@@ -53,7 +91,9 @@ static struct model make_model(const struct sc_net *net, const struct sc_calib *
                       .W = o->workers > 0 ? o->workers : c->workers,
                       .oversub = 1,
                       .replicate = o->ranks > 1 && o->fc_replicate > 0 ? o->fc_replicate : 0,
-                      .rpn = c->ranks_per_node};
+                      .rpn = c->ranks_per_node,
+                      .segment_bytes = segment_bytes(o, c)};
+    parse_policy(o, &m.policy, &m.bucket_mb); /* checked by check_options */
     if (m.W < 1)
         m.W = 1;
     if (c->cores > 0 && (double)m.P * m.W > c->cores)
@@ -69,8 +109,8 @@ static struct model make_model(const struct sc_net *net, const struct sc_calib *
 
 /* The plan of choice: each layer's grid and costs, the totals, the
  * predicted time and its policy. */
-static int fill_plan(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
-                     double chain_time, struct sc_plan *p)
+static int fill_plan(const struct model *m, const struct graph *G, const int *choice, double chain_time,
+                     struct sc_plan *p)
 {
     const struct sc_net *net = m->net;
     p->nlayers = net->nlayers;
@@ -101,10 +141,8 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
         p->total.memory += pc->memory;
     }
     int pol;
-    p->time = plan_predict(m, G, choice, o, &pol);
-    if (pol < 0)
-        return sc_error(SC_ERR_ARG, "the planner models --grad-comm layer, bucket:25 and end, not %s", o->grad_comm);
-    snprintf(p->grad_comm, sizeof p->grad_comm, "%s", plan_policy_name[pol]);
+    p->time = plan_predict(m, G, choice, &pol);
+    plan_policy_name(m, pol, p->grad_comm, sizeof p->grad_comm);
     p->chain_time = chain_time;
     return 0;
 }
@@ -134,7 +172,7 @@ int sc_plan_make(const struct sc_net *net, const struct sc_calib *c, const struc
     if (!err && !opts.grid && opts.fc_replicate < 0 && m.P > 1 && opts.mem_limit <= 0)
         plan_try_replication(&m, &G, &opts, choice);
     if (!err)
-        err = fill_plan(&m, &G, choice, &opts, chain_time, p);
+        err = fill_plan(&m, &G, choice, chain_time, p);
     free(choice);
     plan_graph_free(&G);
     if (err) {

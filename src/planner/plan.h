@@ -38,7 +38,8 @@ struct sc_plan_opts {
     double mem_limit;      /* bytes per rank; 0: none */
     const char *grid;      /* NULL: search; else predict this grid for every layer, as
                             * --parallel GRID applies it (whole-sample layers n<P>) */
-    const char *grad_comm; /* NULL: the best of layer, bucket:25 and end; else that one */
+    const char *grad_comm; /* NULL: the best of layer, bucket:25 and end; else layer,
+                            * bucket:MB or end, as --grad-comm takes them */
     double mix_margin;     /* a search's plan that mixes distributions is kept only
                             * if it beats every uniform one by more than this
                             * fraction (SC_PLAN_MIX_MARGIN; 0: by anything) */
@@ -48,6 +49,9 @@ struct sc_plan_opts {
                             * the plan is n<ranks>, not searched); 0: none; < 0:
                             * the search also tries n<ranks> with each F and keeps
                             * one that beats its plan by more than mix_margin */
+    int segment_kb;        /* as --comm-segment KB: the ring's segments in training;
+                            * 0: auto, what the runtime's rule gives the
+                            * calibration's link (base/ring_segment.h) */
 };
 
 /* The margin starconv-plan and starconv-train give a mixed plan.  Its

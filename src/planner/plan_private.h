@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "base/layout.h"
+#include "src/net/rules.h"
 #include "src/planner/plan.h"
 
 /* ---- the model of one layer under one grid ---- */
@@ -55,9 +56,12 @@ struct model {
                      * level, not copies in memory): gradient collectives
                      * and the exchanges between layers share it */
     const char *missing_layer;
-    int replicate; /* --fc-replicate: the first this many [connected] layers */
-    int rpn;       /* ranks per node: > 0, two levels (the calibration's node record);
-                    * 0, one level */
+    int replicate;        /* --fc-replicate: the first this many [connected] layers */
+    int rpn;              /* ranks per node: > 0, two levels (the calibration's node record);
+                           * 0, one level */
+    int policy;           /* the --grad-comm priced (enum policy); -1: the best of them */
+    double bucket_mb;     /* of bucket:MB */
+    double segment_bytes; /* of the ring's segments, as the runtime sizes them */
 };
 
 static inline int ext(const struct sc_grid *g, enum sc_dim d)
@@ -70,17 +74,6 @@ static inline int ext(const struct sc_grid *g, enum sc_dim d)
 static inline int first_layer(const struct sc_layer *l)
 {
     return l->src[0] < 0;
-}
-
-/* The layouts of layer l's input and output under g, as src/net/setup.c
- * makes them (plan_layouts; tiles do not matter to volumes). */
-static inline struct sc_layout layout_in(const struct sc_layer *l, const struct sc_grid *g, int batch)
-{
-    return (struct sc_layout){*g, batch, l->in.h, l->in.w, 1, l->in.c, l->mixes_channels ? SC_CDIMS_C : SC_CDIMS_CF};
-}
-static inline struct sc_layout layout_out(const struct sc_layer *l, const struct sc_grid *g, int batch)
-{
-    return (struct sc_layout){*g, batch, l->out.h, l->out.w, 1, l->out.c, SC_CDIMS_CF};
 }
 
 /* ---- comm.c: messages ---- */
@@ -102,7 +95,6 @@ double plan_behind(const struct model *m, double task);
 /* ---- cost.c: candidates ---- */
 
 int plan_all_grids(int P, struct sc_grid *out, int cap);
-int plan_grid_valid(const struct sc_layer *l, const struct sc_grid *g, int batch);
 int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_grid *g, struct cand *c);
 
 /* ---- graph.c: the network as a graph ---- */
@@ -138,15 +130,14 @@ void plan_graph_free(struct graph *G);
 /* ---- timeline.c: the iteration's timeline ---- */
 
 enum policy { POL_LAYER, POL_BUCKET, POL_END };
-extern const char *const plan_policy_name[];
+/* pol as --grad-comm takes it. */
+void plan_policy_name(const struct model *m, int pol, char *buf, size_t len);
 
-int plan_replicable(const struct sc_layer *l);
 int plan_replicated(const struct model *m, const struct graph *G, int *rep);
 double plan_gather_time(const struct model *m, const struct sc_layer *l, int group, double *bytes);
 size_t plan_edge_at(const struct graph *G, const struct edge *e, const int *choice);
 int plan_edges_of(const struct graph *G, const int *choice, double *efwd, double *ebwd);
-double plan_predict(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
-                    int *pol);
+double plan_predict(const struct model *m, const struct graph *G, const int *choice, int *pol);
 
 /* ---- search.c: the search's phases, in the order sc_plan_make runs them ---- */
 

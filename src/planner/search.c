@@ -135,7 +135,7 @@ static void refine(const struct model *m, const struct graph *G, const struct sc
                 at[(size_t)v * ng + id[i]] = k;
     }
     int pol, trial[G->n];
-    double best = plan_predict(m, G, choice, o, &pol);
+    double best = plan_predict(m, G, choice, &pol);
     int fits = !(o->mem_limit > 0) || memory_of(G, choice) <= o->mem_limit;
     int step[G->n];
     for (int pass = 0; at && pass < (steepest ? 64 : 8); pass++) {
@@ -157,7 +157,7 @@ static void refine(const struct model *m, const struct graph *G, const struct sc
                     if (!memcmp(trial, choice, sizeof trial) || !feasible(G, trial) ||
                         (fits && o->mem_limit > 0 && memory_of(G, trial) > o->mem_limit))
                         continue;
-                    double t = plan_predict(m, G, trial, o, &pol);
+                    double t = plan_predict(m, G, trial, &pol);
                     if (t < (steepest ? step_best : best) * (1 - 1e-9)) {
                         if (steepest) {
                             step_best = t;
@@ -206,7 +206,7 @@ static double best_uniform(const struct model *m, const struct graph *G, const s
         }
         if (!ok || (o->mem_limit > 0 && memory_of(G, alt) > o->mem_limit))
             continue;
-        double t = plan_predict(m, G, alt, o, &pol);
+        double t = plan_predict(m, G, alt, &pol);
         if (t < best_uni) {
             best_uni = t;
             memcpy(uni, alt, sizeof alt);
@@ -225,7 +225,7 @@ static void keep_best(const struct model *m, const struct graph *G, const struct
                       double best_uni, int *choice)
 {
     int pol;
-    if (isfinite(best_uni) && best_uni <= plan_predict(m, G, choice, o, &pol) * (1 + o->mix_margin))
+    if (isfinite(best_uni) && best_uni <= plan_predict(m, G, choice, &pol) * (1 + o->mix_margin))
         memcpy(choice, uni, sizeof(int) * G->n);
 }
 
@@ -247,15 +247,15 @@ void plan_try_replication(struct model *m, const struct graph *G, const struct s
                 sample[v] = k;
         if (sample[v] < 0)
             return;
-        nfc += plan_replicable(l);
+        nfc += sc_rule_replicable(l);
     }
     if (!nfc || !feasible(G, sample))
         return;
-    double best = plan_predict(m, G, choice, o, &pol) * (1 - o->mix_margin);
+    double best = plan_predict(m, G, choice, &pol) * (1 - o->mix_margin);
     int keep = 0;
     for (int f = 1; f <= nfc; f++) {
         m->replicate = f;
-        double t = plan_predict(m, G, sample, o, &pol);
+        double t = plan_predict(m, G, sample, &pol);
         if (pol >= 0 && t < best)
             best = t, keep = f;
     }
@@ -335,7 +335,7 @@ void plan_improve(const struct model *m, const struct graph *G, const struct sc_
     if (isfinite(best_uni)) {
         memcpy(from_uni, uni, sizeof uni);
         refine(m, G, o, cut, nb, from_uni, 1);
-        if (plan_predict(m, G, from_uni, o, &pol) < plan_predict(m, G, choice, o, &pol))
+        if (plan_predict(m, G, from_uni, &pol) < plan_predict(m, G, choice, &pol))
             memcpy(choice, from_uni, sizeof from_uni);
     }
     keep_best(m, G, o, uni, best_uni, choice);

@@ -3,14 +3,20 @@
  * wire and what they delay, and the predicted time of an assignment under
  * the best policy. */
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "src/planner/plan_private.h"
 
 /* ---- the iteration's timeline under a gradient-communication policy ---- */
 
-/* As --grad-comm takes them, by enum policy. */
-const char *const plan_policy_name[] = {"layer", "bucket:25", "end"};
+void plan_policy_name(const struct model *m, int pol, char *buf, size_t len)
+{
+    if (pol == POL_BUCKET)
+        snprintf(buf, len, "bucket:%g", m->bucket_mb);
+    else
+        snprintf(buf, len, "%s", pol == POL_LAYER ? "layer" : "end");
+}
 
 /* A collective of bytes over group ranks, issued at *t (its gradients
  * ready): it adds a to the channel's work (*chan: when the channel has
@@ -89,24 +95,16 @@ static void share_wire(int n, const double *arr, const double *work, double *don
     }
 }
 
-/* A layer --fc-replicate can replicate, as the runtime picks them
- * (src/net/setup.c): one with a weight gradient task of its own
- * ([connected]). */
-int plan_replicable(const struct sc_layer *l)
-{
-    return l->ops->param_grad && l->nparams > 0;
-}
-
-/* The layers --fc-replicate replicates: the first m->replicate
- * replicable ones.  Sets rep[v] for each node; returns how many. */
+/* The layers --fc-replicate replicates, as the network's setup picks them
+ * (sc_rule_replicated: the first m->replicate replicable ones).  Sets
+ * rep[v] for each node; returns how many. */
 int plan_replicated(const struct model *m, const struct graph *G, int *rep)
 {
-    int left = m->replicate;
-    for (int v = 0; v < G->n; v++) {
-        rep[v] = left > 0 && plan_replicable(&m->net->layers[G->node[v].layer]);
-        left -= rep[v];
-    }
-    return m->replicate - left;
+    int by_layer[m->net->nlayers];
+    int n = sc_rule_replicated(m->net, m->replicate, m->P, by_layer);
+    for (int v = 0; v < G->n; v++)
+        rep[v] = by_layer[G->node[v].layer];
+    return n;
 }
 
 /* A replicated layer's collectives over group ranks instead of its
@@ -121,11 +119,22 @@ double plan_gather_time(const struct model *m, const struct sc_layer *l, int gro
     return 0.5 * (sc_calib_allreduce(m->c, group, x) + sc_calib_allreduce(m->c, group, dy));
 }
 
+/* The node whose gradient is reduced next in backward after v's (one
+ * with parameters that is not replicated), -1: none. */
+static int next_reduced(const struct graph *G, const int *choice, const int *rep, int v)
+{
+    for (int u = v - 1; u >= 0; u--)
+        if (G->node[u].cand[choice[u]].ar_bytes > 0 && !rep[u])
+            return u;
+    return -1;
+}
+
 /* Forward, then backward layer by layer from the last (rounds: the
  * redistributions between layers that send messages); each layer's
  * gradient allreduce queues on one channel from the moment its gradient
- * is ready (layer), fills 25 MB buckets in backward order (bucket), or
- * waits for the whole backward pass (end); the update follows each.
+ * is ready (layer), fills the network's buckets in backward order
+ * (bucket: of m->bucket_mb MiB, cut as sc_rule_bucket_closed cuts them),
+ * or waits for the whole backward pass (end); the update follows each.
  * The iteration is not a barrier: the next one's forward runs each layer
  * as soon as that layer is updated, over the tail of this one's
  * collectives, so an iteration takes the longest of its compute chain,
@@ -146,8 +155,13 @@ static double timeline(const struct model *m, const struct graph *G, const int *
      * and which flow carries each node's gradient (-1: none). */
     double arr[2 * G->n + 1], work[2 * G->n + 1], done[2 * G->n + 1];
     int flow_of[G->n], bucket[G->n], nflows = 0, nbucket = 0;
-    double chan = 0, upd = 0, pending = 0;
-    int group = 0, rep[G->n];
+    double chan = 0, upd = 0, pending = 0, filled = 0;
+    int group = 0, walked = 0, rep[G->n];
+    /* The grid of the open bucket's first layer (NULL: none open), and
+     * the policy as the network's setup cuts buckets under it. */
+    const struct sc_grid *open = NULL;
+    struct sc_comm_opts cut = {.grad_comm = pol == POL_BUCKET ? SC_GRAD_BUCKET : SC_GRAD_END,
+                               .bucket_mb = m->bucket_mb};
     plan_replicated(m, G, rep);
 #define FLOW(at, w) (arr[nflows] = (at), work[nflows] = (w), nflows++)
 /* The collective of the bucket's pending bytes over group, issued now:
@@ -182,8 +196,6 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         if (c->ar_bytes <= 0)
             continue;
         upd += c->update;
-        if (c->group <= 1)
-            continue;
         if (rep[v]) {
             /* Both allgathers priced where the errors' starts: the inputs'
              * one, issued in forward, has only the layers after it to hide
@@ -191,6 +203,8 @@ static double timeline(const struct model *m, const struct graph *G, const int *
              * every rank computes the other ranks' shares of the weight
              * gradient too, beside the next iteration's forward like the
              * update. */
+            if (c->group <= 1)
+                continue;
             double bytes, a = plan_gather_time(m, &m->net->layers[G->node[v].layer], c->group, &bytes);
             flow_of[v] = FLOW(t, a);
             collective(m, &t, &chan, c->group, bytes, a, v > 0, c->task_b);
@@ -199,26 +213,35 @@ static double timeline(const struct model *m, const struct graph *G, const int *
             continue;
         }
         if (pol == POL_LAYER) {
+            if (c->group <= 1)
+                continue;
             flow_of[v] = FLOW(t, c->ar_time);
             collective(m, &t, &chan, c->group, c->ar_bytes, c->ar_time, v > 0, c->task_b);
             wire += c->ar_time;
             continue;
         }
-        /* bucket, end: one collective per group size and bucket.  Where
-         * the group changes the runtime cuts a bucket under end too, and
-         * starts its collective as soon as its gradients are ready
-         * (src/net/step.c): during backward, as a bucket's. */
-        if (group && group != c->group)
-            ISSUE_BUCKET(v > 0, c->task_b);
-        group = c->group;
-        pending += c->ar_bytes;
-        bucket[nbucket++] = v;
-        if (pol == POL_BUCKET && pending >= 25e6) {
-            ISSUE_BUCKET(v > 0, c->task_b);
-            group = 0;
+        /* bucket, end: the network's buckets (src/net/rules.h), one
+         * collective each over more than one rank.  Where the ranks that
+         * sum the gradients change, the runtime cuts a bucket under end
+         * too, and starts its collective as soon as its last layer's
+         * gradients are ready (src/net/step.c): during backward, as a
+         * bucket's. */
+        if (!open)
+            open = &c->g, group = c->group, filled = 0;
+        filled += c->ar_bytes;
+        if (group > 1) {
+            pending += c->ar_bytes;
+            bucket[nbucket++] = v;
+        }
+        int u = next_reduced(G, choice, rep, v);
+        if (sc_rule_bucket_closed(&cut, ++walked, filled) ||
+            (u >= 0 && !sc_rule_same_grad_ranks(open, &G->node[u].cand[choice[u]].g))) {
+            if (group > 1)
+                ISSUE_BUCKET(v > 0, c->task_b);
+            open = NULL;
         }
     }
-    if (group && pending > 0)
+    if (open && group > 1 && pending > 0)
         ISSUE_BUCKET(0, 0);
 #undef FLOW
 #undef ISSUE_BUCKET
@@ -239,8 +262,8 @@ static double timeline(const struct model *m, const struct graph *G, const int *
      * redistribution between layers: rounds, forward and backward) that
      * finds collective bytes queued in the link waits behind them, FIFO:
      * what the other P - 1 ranks have in flight, about one ring segment
-     * each (512 KiB, the default; the ring keeps at most 2 per step in
-     * flight, tasks/tasks.h), at the wire's time per byte (p2p_beta / P:
+     * each (m->segment_bytes, as the runtime sizes them; the ring keeps at
+     * most 2 per step in flight, tasks/tasks.h), at the wire's time per byte (p2p_beta / P:
      * the calibration's p2p has every rank sending at once).  A round
      * finds the wire busy with probability wire / T and then waits half of
      * that queue on average, so the chain of compute and messages takes
@@ -249,8 +272,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
      * planner-model.md, "What the rules rest on", has what it was fitted
      * to). */
     if (m->one_link && pol != POL_END && wire > 0 && rounds > 0) {
-        const double segment = 512 * 1024;
-        double wait = (m->P - 1) * segment * m->c->p2p_beta / m->P, c = chain + upd;
+        double wait = (m->P - 1) * m->segment_bytes * m->c->p2p_beta / m->P, c = chain + upd;
         double steady = 0.5 * (c + sqrt(c * c + 2 * rounds * wait * wire));
         if (steady > time)
             time = steady;
@@ -282,17 +304,16 @@ int plan_edges_of(const struct graph *G, const int *choice, double *efwd, double
 }
 
 /* The predicted time of an assignment: its timeline under the best
- * policy (or o's), which goes to *pol (-1: o's is not modelled).  On a
- * tie the simpler policy wins: end before bucket:25 (the same while the
- * gradients fill one bucket) before layer. */
-double plan_predict(const struct model *m, const struct graph *G, const int *choice, const struct sc_plan_opts *o,
-                    int *pol)
+ * policy (or m->policy), which goes to *pol.  On a tie the simpler policy
+ * wins: end before bucket (the same while the gradients fill one bucket)
+ * before layer. */
+double plan_predict(const struct model *m, const struct graph *G, const int *choice, int *pol)
 {
     double efwd[G->n], ebwd[G->n], best = INFINITY;
     int rounds = plan_edges_of(G, choice, efwd, ebwd);
     *pol = -1;
     for (int k = POL_END; k >= POL_LAYER; k--) {
-        if (o->grad_comm && strcmp(o->grad_comm, plan_policy_name[k]))
+        if (m->policy >= 0 && k != m->policy)
             continue;
         double t = timeline(m, G, choice, efwd, ebwd, rounds, k);
         if (*pol < 0 || t < best)

@@ -89,6 +89,19 @@ int sc_cli_range(const char *opt, const char *s, long *first, long *last)
     return 0;
 }
 
+int sc_cli_segment(const char *opt, const char *s, int *kb)
+{
+    long v;
+    if (!strcmp(s, "auto")) {
+        *kb = 0;
+        return 0;
+    }
+    if (sc_cli_long(opt, s, 4, 1 << 20, &v))
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", opt, s, 1 << 20);
+    *kb = (int)v;
+    return 0;
+}
+
 int sc_cli_parse(int argc, char **argv, const struct option *longopts, sc_cli_handler handle, void *ctx)
 {
     int c, err = 0;

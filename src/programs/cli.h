@@ -27,6 +27,9 @@ int sc_cli_positive(const char *opt, const char *s, const char *what, double *ou
 int sc_cli_onoff(const char *opt, const char *s, int *out);
 /* "A:B" with 1 <= A <= B. */
 int sc_cli_range(const char *opt, const char *s, long *first, long *last);
+/* --comm-segment: "auto" (0: sized to the link, base/ring_segment.h) or
+ * KiB in [4, 2^20]. */
+int sc_cli_segment(const char *opt, const char *s, int *kb);
 
 /* One option: c is its getopt value, name its long name (without "--"),
  * arg its value (NULL when it takes none).  Returns 0 to go on, a negative

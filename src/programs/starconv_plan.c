@@ -43,7 +43,12 @@ static const char usage[] =
     "                       or $STARCONV_CALIBRATION)\n"
     "  --mem-limit BYTES    the most memory a rank may use (default: none)\n"
     "  --parallel GRID      predict this grid for every layer instead of searching\n"
-    "  --grad-comm MODE     layer, bucket:25 or end (default: the best of the three)\n"
+    "  --grad-comm MODE     layer, bucket:MB or end (default: the best of layer, bucket:25\n"
+    "                       and end)\n"
+    "  --comm-segment KB|auto  the ring's segments in training, as starconv-train\n"
+    "                       --comm-segment (default auto: what training's rule gives the\n"
+    "                       calibration's link); they size the wait of messages queued\n"
+    "                       behind the collectives on one wire\n"
     "  --fc-replicate F     price the first F [connected] layers as starconv-train\n"
     "                       --fc-replicate F runs them (inputs and errors gathered, the\n"
     "                       weight gradient on every rank); sample parallelism only, so\n"
@@ -79,7 +84,7 @@ static const char usage[] =
 struct opts {
     const char *model, *calibration, *grid, *grad_comm, *machine, *data;
     enum sc_calibrate_device device;
-    int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks, fc_replicate;
+    int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks, fc_replicate, segment_kb, segment_set;
     int quick, reps_set;
     double mem_limit;
 };
@@ -99,6 +104,7 @@ static const struct option plan_options[] = {
     {"parallel", required_argument, 0, 'G'},
     {"grad-comm", required_argument, 0, 'g'},
     {"fc-replicate", required_argument, 0, 'F'},
+    {"comm-segment", required_argument, 0, 'S'},
     {"json", no_argument, 0, 'j'},
     {"reps", required_argument, 0, 'r'},
     {"quick", no_argument, 0, 'Q'},
@@ -163,6 +169,10 @@ static int plan_option(int c, const char *name, const char *arg, void *ctx)
     case 'F':
         err = sc_cli_int(name, arg, 0, 1 << 20, &o->fc_replicate);
         break;
+    case 'S':
+        err = sc_cli_segment(name, arg, &o->segment_kb);
+        o->segment_set = 1;
+        break;
     case 'j':
         o->json = 1;
         break;
@@ -202,6 +212,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (!err && o->fc_replicate >= 0 && (o->calibrate || o->machine))
         err = sc_error(SC_ERR_ARG, "--fc-replicate is an option of a plan on this machine (not of calibrate or "
                                    "--machine)");
+    if (!err && o->segment_set && (o->calibrate || o->machine))
+        err = sc_error(SC_ERR_ARG, "--comm-segment is an option of a plan on this machine (not of calibrate, which "
+                                   "times the ring as training sizes it, or --machine)");
     if (!err && o->quick && !o->calibrate)
         err = sc_error(SC_ERR_ARG, "--quick is an option of calibrate");
     if (!err && o->quick && !o->reps_set)
@@ -215,8 +228,8 @@ static int plan(const struct opts *o, const struct sc_net *net)
 {
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {o->ranks, o->batch,     o->workers,         o->mem_limit,
-                              o->grid,  o->grad_comm, SC_PLAN_MIX_MARGIN, o->fc_replicate};
+    struct sc_plan_opts po = {o->ranks,     o->batch,           o->workers,      o->mem_limit, o->grid,
+                              o->grad_comm, SC_PLAN_MIX_MARGIN, o->fc_replicate, o->segment_kb};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
         err = sc_error(err,
@@ -241,6 +254,8 @@ static int plan(const struct opts *o, const struct sc_net *net)
             printf("starconv-train --parallel %s --grad-comm %s", spec, p->grad_comm);
             if (p->fc_replicate)
                 printf(" --fc-replicate %d", p->fc_replicate);
+            if (o->segment_kb)
+                printf(" --comm-segment %d", o->segment_kb);
             printf("\n");
         }
     }
@@ -337,7 +352,7 @@ static int calibrate_cuda(struct opts *o, const struct sc_net *net)
         err = sc_error(SC_ERR_ARG, "%s holds kernel times of '%s', not of '%s': calibrate into another file",
                        o->calibration, was, c->machine);
     if (!err) {
-        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0};
+        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0};
         c->workers = 1;
         double t0 = now_s();
         err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CUDA, stderr);
@@ -375,7 +390,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
-        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0};
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0};
         c->workers = o->workers;
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);

@@ -278,12 +278,7 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.window = (int)v;
         break;
     case 'J':
-        if (!strcmp(arg, "auto"))
-            o->comm.segment_kb = 0;
-        else if ((err = sc_cli_long(name, arg, 4, 1 << 20, &v)))
-            err = sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", name, arg, 1 << 20);
-        else
-            o->comm.segment_kb = (int)v;
+        err = sc_cli_segment(name, arg, &o->comm.segment_kb);
         break;
     case 1002:
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;

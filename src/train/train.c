@@ -430,9 +430,15 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
     struct sc_plan *p = NULL;
     /* --fc-replicate F > 0 given: priced as given (the plan is then n<P>);
      * else the planner may choose it. */
-    struct sc_plan_opts po = {
-        rt->size, o->batch, rt->ncpu,           o->mem_limit,
-        NULL,     NULL,     SC_PLAN_MIX_MARGIN, o->comm.fc_replicate > 0 ? o->comm.fc_replicate : -1};
+    struct sc_plan_opts po = {rt->size,
+                              o->batch,
+                              rt->ncpu,
+                              o->mem_limit,
+                              NULL,
+                              NULL,
+                              SC_PLAN_MIX_MARGIN,
+                              o->comm.fc_replicate > 0 ? o->comm.fc_replicate : -1,
+                              o->comm.segment_kb};
     char how[512];
     snprintf(how, sizeof how,
              "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s", rt->size,
