@@ -451,7 +451,8 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
         o->comm.parallel = o->parallel_auto;
         if (!o->grad_comm_given)
             err = sc_comm_opts_parse_grad(p->grad_comm, &o->comm);
-        o->comm.fc_replicate = p->fc_replicate;
+        if (o->comm.fc_replicate <= 0) /* one given is kept: the network's setup checks it */
+            o->comm.fc_replicate = p->fc_replicate;
         if (rt->rank == 0) {
             printf("--parallel auto (calibration %s): predicted %.3f ms per iteration\n", path, 1e3 * p->time);
             sc_plan_print(stdout, net, p);
