@@ -11,6 +11,7 @@
 #include "src/report/report.h"
 #include "src/runtime/kernel_failure.h"
 #include "src/runtime/trace_run.h"
+#include "src/train/preempt.h"
 #include "src/train/train.h"
 #include "base/rng.h"
 
@@ -160,7 +161,8 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.nccl,
                       o->comm.window,
                       o->comm.segment_kb,
-                      o->comm.direct_kb};
+                      o->comm.direct_kb,
+                      o->checkpoint_signal};
     double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit};
     h = fnv(h, ints, sizeof ints);
     h = fnv(h, reals, sizeof reals);
@@ -500,7 +502,15 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 done / per_epoch + 1, done % per_epoch + 1, per_epoch);
     struct loop_state ls = {o, train, per_epoch, net->iteration - done, 0};
     int err = 0, trace_wanted = (o->trace || o->report) && o->trace_first > 0, tracing = 0;
-    for (int epoch = (int)(done / per_epoch); epoch < o->epochs && done < total && !err; epoch++) {
+    struct sc_preempt *preempt = NULL;
+    int signalled = 0, signal_from = 0; /* --checkpoint-signal: the signal the ranks stop on */
+    if (o->checkpoint_signal && (err = sc_preempt_start(rt, &preempt))) {
+        free(order);
+        if (p.metrics)
+            fclose(p.metrics);
+        return err;
+    }
+    for (int epoch = (int)(done / per_epoch); epoch < o->epochs && done < total && !err && !signalled; epoch++) {
         epoch_order(order, train->n, o->shuffle, o->seed, epoch);
         double t0 = now(), last_t = t0;
         long last_done = done, it_epoch = done - (long)epoch * per_epoch, first_it = it_epoch;
@@ -544,6 +554,10 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 saved = done;
                 ls.saved_iteration = (long)net->iteration;
             }
+            if (preempt && done < total && (signalled = sc_preempt_poll(preempt, &signal_from))) {
+                it_epoch++;
+                break;
+            }
         }
         if (tracing && !err) { /* the trace stops at the end of an epoch, before the evaluation */
             tracing = 0;
@@ -554,7 +568,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         p.images += (it_epoch - first_it) * (long)o->batch;
         if (!err) /* every task of the epoch has run */
             err = check_kernels(&ls, rt);
-        if (!err && o->test && (it_epoch == per_epoch || done == total)) {
+        if (!err && o->test && !signalled && (it_epoch == per_epoch || done == total)) {
             if (!(err = sc_net_evaluate(net, test, &acc, &test_loss)) && !(err = check_kernels(&ls, rt)))
                 report_test(&p, epoch, net->iteration, acc, test_loss);
         }
@@ -564,10 +578,20 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         nonfinite_seen(rt, &watch, &p.skipped);
     if (!err && o->save && saved != done)
         err = save_checkpoint(&ls, rt, net, &watch, &p, &data_order);
+    sc_preempt_finish(preempt);
     if (p.metrics)
         fclose(p.metrics);
     if (err)
         return err;
+    if (signalled) {
+        if (rt->rank == 0)
+            fprintf(stderr,
+                    "%sstarconv-train: %s (rank %d): stopped after iteration %lld with its checkpoint in %s; go on "
+                    "with --resume %s\n",
+                    p.tty ? "\r\033[K" : "", sc_preempt_signal_name(signalled), signal_from, (long long)net->iteration,
+                    o->save, o->save);
+        return SC_TRAIN_SIGNALLED;
+    }
     if (o->report_comm) {
         double mine = (double)sc_net_grad_bytes(net), all[rt->size];
         MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, rt->ctl);
