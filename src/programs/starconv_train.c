@@ -139,8 +139,10 @@ static const char usage[] =
     "the job with status 4 (mpirun's own status when it notices a dead rank first); a\n"
     "kernel that fails (a oneDNN, cuDNN, cuBLAS or CUDA error, memory) ends it at the\n"
     "next progress line, checkpoint or evaluation with status 1, naming the kernel, its\n"
-    "rank and worker and the cause, and writes no checkpoint after it; a signal under\n"
-    "--checkpoint-signal ends it with status 75 once its checkpoint is written.\n";
+    "rank and worker and the cause, and writes no checkpoint after it; a checkpoint or\n"
+    "trace that cannot be written (full disk) ends it with status 1, the previous file\n"
+    "intact; a signal under --checkpoint-signal ends it with status 75 once its\n"
+    "checkpoint is written.\n";
 
 static int fail(int status, const char *msg)
 {
@@ -439,7 +441,7 @@ static int train_status(int err)
 {
     if (err == SC_TRAIN_SIGNALLED)
         return SC_EXIT_CHECKPOINTED;
-    if (err == SC_ERR_ARG || err == SC_ERR_IO)
+    if (err == SC_ERR_ARG) /* a file that cannot be written now is no bad input: 1 */
         return SC_EXIT_BAD_INPUT;
     if (err == SC_ERR_NONFINITE)
         return 3;

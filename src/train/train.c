@@ -296,7 +296,21 @@ static void kept_checkpoint(const struct loop_state *ls, char *buf, size_t size)
     if (ls->saved_iteration)
         snprintf(buf, size, "; %s keeps the checkpoint of iteration %ld", ls->o->save, ls->saved_iteration);
     else if (ls->o->save)
-        snprintf(buf, size, "; %s was not written", ls->o->save);
+        snprintf(buf, size,
+                 access(ls->o->save, F_OK) ? "; %s was not written" : "; %s keeps what it held before the run",
+                 ls->o->save);
+}
+
+/* A file that could not be written (a full disk, an I/O error): the run
+ * stops, as going on would put more work at risk than the last checkpoint
+ * holds; the writer has left the previous file as it was, and the message
+ * says which iteration the --save file keeps. */
+static int write_failed(const struct loop_state *ls, int err, int64_t iteration)
+{
+    char failed[512], kept[600];
+    snprintf(failed, sizeof failed, "%s", sc_last_error());
+    kept_checkpoint(ls, kept, sizeof kept);
+    return sc_error(err, "%s; training stopped at iteration %lld%s", failed, (long long)iteration, kept);
 }
 
 /* Sync point, collective, once the tasks whose failures it must see have
@@ -333,6 +347,8 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
             fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
                     first, last, t.n, o->trace);
+        else if (o->trace && err == SC_ERR_IO)
+            err = write_failed(ls, err, net->iteration);
         struct sc_overlap *ov = calloc(t.ranks, sizeof(*ov));
         if (!err && o->report && !ov)
             err = sc_error(SC_ERR_NOMEM, "out of memory");
@@ -410,8 +426,8 @@ static int save_checkpoint(const struct loop_state *ls, struct sc_runtime *rt, s
     int err = check_kernels(ls, rt);
     if (!err)
         err = check_finite(ls, rt, net, watch, p, 0);
-    if (!err)
-        err = sc_checkpoint_save(net, rt, o->save, order);
+    if (!err && (err = sc_checkpoint_save(net, rt, o->save, order)) == SC_ERR_IO)
+        err = write_failed(ls, err, net->iteration);
     if (!err && rt->rank == 0 && o->save_every)
         fprintf(stderr, "%scheckpoint of iteration %lld written to %s\n", p->tty ? "\r\033[K" : "",
                 (long long)net->iteration, o->save);
@@ -482,8 +498,10 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
     if (o->iters >= 0 && o->iters < total)
         total = o->iters;
     /* A resumed run appends to its metrics: nothing of the first part is lost. */
-    if (rt->rank == 0 && o->metrics && !(p.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
-        return sc_error(SC_ERR_IO, "%s: cannot write the metrics file", o->metrics);
+    /* Bad input (the path), on every rank, so that none waits alone. */
+    int opened = rt->rank || !o->metrics || (p.metrics = fopen(o->metrics, o->resume ? "a" : "w"));
+    if (sc_runtime_agree(rt, opened ? 0 : sc_error(SC_ERR_ARG, "%s: cannot write the metrics file", o->metrics)))
+        return SC_ERR_ARG;
     if (p.metrics)
         write_placement(p.metrics, rt);
     int32_t *order = malloc((size_t)train->n * sizeof(*order));
