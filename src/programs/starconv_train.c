@@ -59,6 +59,11 @@ static const char usage[] =
     "  --peer-timeout S     a rank not heard from for S seconds (killed, stopped, node lost)\n"
     "                       stops the job with a message naming it; default 20\n"
     "                       (or SC_PEER_TIMEOUT), 0: off\n"
+    "  --stall-timeout S    training that makes no progress for S seconds (a message that\n"
+    "                       never comes, a collective a rank never joins, a kernel that\n"
+    "                       never returns) stops the job with status 4, each rank saying\n"
+    "                       what it waits for and rank 0 which rank did not get there;\n"
+    "                       default 20 times the slowest iteration, at least 60; 0: off\n"
     "  --denormals keep|flush  denormal floats in the CPU workers' arithmetic: kept (default,\n"
     "                       as PyTorch) or flushed to zero (FTZ and DAZ): faster where values\n"
     "                       become tiny on CPUs that compute denormals slowly\n"
@@ -182,6 +187,7 @@ static const struct option train_options[] = {
     {"nonfinite", required_argument, 0, 'N'},
     {"peer-timeout", required_argument, 0, 'W'},
     {"checkpoint-signal", no_argument, 0, 1006},
+    {"stall-timeout", required_argument, 0, 1007},
     {"denormals", required_argument, 0, 1004},
     {"peak", required_argument, 0, 1005},
     {"collectives", required_argument, 0, 'C'},
@@ -235,6 +241,9 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 1006:
         o->checkpoint_signal = 1;
+        break;
+    case 1007:
+        err = sc_cli_float(name, arg, 0, &v_timeout), o->stall_timeout = v_timeout;
         break;
     case 1005:
         err = sc_cli_positive(name, arg, "GFLOP/s", &o->peak_gflops);
@@ -499,6 +508,7 @@ int main(int argc, char **argv)
     sc_runtime_opts_default(&ro);
     ro.sched = o.sched;
     ro.peer_timeout = o.peer_timeout;
+    ro.stall_timeout = o.stall_timeout;
     ro.denormals = o.denormals;
     if (o.checkpoint_signal) /* the runtime's threads never take them */
         sc_preempt_block_signals();

@@ -10,6 +10,7 @@
 #include "src/planner/plan.h"
 #include "src/report/report.h"
 #include "src/runtime/kernel_failure.h"
+#include "src/runtime/stall.h"
 #include "src/runtime/trace_run.h"
 #include "src/train/preempt.h"
 #include "src/train/train.h"
@@ -31,6 +32,7 @@ void sc_train_opts_default(struct sc_train_opts *o)
     o->test = 1;
     o->log_every = 50;
     o->peer_timeout = -1;
+    o->stall_timeout = -1;
     sc_comm_opts_default(&o->comm);
 }
 
@@ -528,6 +530,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
             fclose(p.metrics);
         return err;
     }
+    sc_stall_arm(1);
     for (int epoch = (int)(done / per_epoch); epoch < o->epochs && done < total && !err && !signalled; epoch++) {
         epoch_order(order, train->n, o->shuffle, o->seed, epoch);
         double t0 = now(), last_t = t0;
@@ -559,6 +562,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 if ((err = check_kernels(&ls, rt))) /* the loss's tasks have run */
                     break;
                 double rate = (done - last_done) * o->batch / (t - last_t);
+                sc_stall_iteration_seconds((t - last_t) / (double)(done - last_done));
                 report_iteration(&p, epoch, o->epochs, net->iteration, it_epoch + 1, per_epoch,
                                  (total - done) * o->batch, loss, rate);
                 last_t = t;
@@ -591,6 +595,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 report_test(&p, epoch, net->iteration, acc, test_loss);
         }
     }
+    sc_stall_arm(0);
     free(order);
     if (!err) /* every update has run (the epoch ended with a wait): the final count */
         nonfinite_seen(rt, &watch, &p.skipped);

@@ -46,6 +46,7 @@ struct sc_train_opts {
     int resume;                  /* load is a --resume: go on with its iteration and data order */
     long save_every;             /* checkpoint to save every N iterations; 0: at the end only */
     double peer_timeout;         /* --peer-timeout seconds; < 0: the default */
+    double stall_timeout;        /* --stall-timeout seconds; < 0: the default; 0: off */
     int checkpoint_signal;       /* --checkpoint-signal: SIGTERM and SIGUSR1 stop the run with
                                   * the --save checkpoint (src/train/preempt.h) */
     enum sc_denormals denormals; /* --denormals keep|flush */
