@@ -184,13 +184,17 @@ void sc_progress_poll(long *pending, double *last)
 int sc_progress_oldest(struct sc_wait *out)
 {
     pthread_mutex_lock(&lock);
-    const struct sc_wait *best = NULL;
+    const struct sc_wait *best = NULL, *running = NULL;
     for (int b = 0; b < nblocks; b++)
         for (int i = 0; i < BLOCK; i++) {
             const struct sc_wait *w = &blocks[b][i];
             if (w->pending && (!best || w->seq < best->seq))
                 best = w;
+            if (w->pending && w->kind == SC_WAIT_TASK && w->started > 0 && (!running || w->started < running->started))
+                running = w;
         }
+    if (running)
+        best = running;
     if (best)
         *out = *best;
     pthread_mutex_unlock(&lock);

@@ -65,9 +65,12 @@ void *sc_progress_done(struct sc_wait *w);
  * if none was pending before the oldest of them, when that was
  * submitted). */
 void sc_progress_poll(long *pending, double *last_progress);
-/* A copy of the oldest pending item (the lowest seq): everything submitted
- * before it has completed, so it waits for no other item of this rank.
- * Returns 0 when nothing is pending. */
+/* A copy of what the rank waits for first: the oldest pending item (the
+ * lowest seq), everything submitted before which has completed, so that it
+ * waits for no other item of this rank; but a task that has begun and not
+ * finished comes first (the one that began first): it holds its worker,
+ * and the tasks that wait for a worker wait for it.  Returns 0 when
+ * nothing is pending. */
 int sc_progress_oldest(struct sc_wait *out);
 /* How many items of this kind, name (compared by contents), peer and tag
  * were submitted here (for COLL, peer and tag are not compared).  For a
