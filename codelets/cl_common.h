@@ -9,6 +9,7 @@
 #include "codelets.h"
 #include "kernels/kernels.h"
 #include "base/error.h"
+#include "base/progress.h"
 
 /* The calling worker's kernel state (kernels.h), made on its first use;
  * NULL outside a StarPU worker. */
@@ -40,8 +41,13 @@ int sc_check_vec(starpu_data_handle_t h, size_t count, size_t elemsize, const ch
 extern int sc_fail_inject_on;
 int sc_fail_inject_hit(void);
 const char *sc_fail_inject_name(const char *name);
+/* Also where a task notes that it has begun (base/progress.h), for the
+ * stall watchdog's report. */
+void sc_task_watch_begin(void);
 static inline int sc_fail_injected(void)
 {
+    if (__builtin_expect(sc_progress_on, 0))
+        sc_task_watch_begin();
     return __builtin_expect(sc_fail_inject_on, 0) && sc_fail_inject_hit();
 }
 /* For sc_codelets_init, before any kernel runs: the failure records
@@ -91,8 +97,7 @@ void sc_fail_workers_init(void);
  * workers it may run on and, while a trace is recorded, its record. */
 #define SC_TASK_ATTRS(opts, name)                                                                                      \
     STARPU_NAME, sc_fail_inject_name(name), STARPU_PRIORITY, sc_task_opts_priority(opts), STARPU_EXECUTE_WHERE,        \
-        sc_task_opts_where_mask(opts), STARPU_CALLBACK_WITH_ARG_NFREE, sc_trace_task_callback(),                       \
-        sc_trace_new_rec((name), SC_REC_TASK)
+        sc_task_opts_where_mask(opts), STARPU_CALLBACK_WITH_ARG_NFREE, sc_task_callback(), sc_task_callback_arg(name)
 
 /* The convolution's argument check, for the region kernels' wrapper. */
 int sc_conv_args_check(const struct sc_conv_args *a, const char *op);

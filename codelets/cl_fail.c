@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* The records themselves are the kernels' (kernels/fail.c), which know
  * no StarPU: what worker and task the calling thread is, StarPU says here. */
@@ -39,56 +40,116 @@ void sc_fail_workers_init(void)
 
 /* ---- injected failures ---- */
 
-int sc_fail_inject_on; /* this rank has a failure to inject */
-static int inject_now; /* ... in the iteration being submitted */
+int sc_fail_inject_on;     /* this rank has a failure or a stall to inject */
+static int inject_failure; /* a failure */
+static int inject_now;     /* ... in the iteration being submitted */
 static int64_t inject_iteration;
 static char inject_name[sizeof(((struct sc_fail *)0)->task)], inject_spec[128]; /* the name as a record holds it */
+/* SC_TEST_STALL: a task of this rank that never finishes, or a message it
+ * never sends */
+static int stall_task, stall_send, stall_now;
+static int64_t stall_iteration, current_iteration;
+static char stall_name[sizeof inject_name];
 
-int sc_fail_inject_setup(const char *spec, int rank)
+/* NAME@ITERATION[:RANK] into name (of size len), *it and *r (-1: every
+ * rank); NAME may hold '@' and ':' itself.  1 if well formed. */
+static int parse_spec(const char *spec, char *name, size_t len, long long *it, long *r)
 {
-    sc_fail_inject_on = inject_now = 0;
-    if (!spec || !*spec)
-        return 0;
-    /* NAME@ITERATION[:RANK]; NAME may hold '@' and ':' itself */
     const char *at = strrchr(spec, '@');
     char *end = NULL;
-    long long it = 0;
-    long r = -1;
-    int ok = at && at > spec && (size_t)(at - spec) < sizeof inject_name && strlen(spec) < sizeof inject_spec;
+    *r = -1;
+    int ok = at && at > spec && (size_t)(at - spec) < len && strlen(spec) < sizeof inject_spec;
     if (ok) {
         errno = 0;
-        it = strtoll(at + 1, &end, 10);
-        ok = !errno && end != at + 1 && it >= 1;
+        *it = strtoll(at + 1, &end, 10);
+        ok = !errno && end != at + 1 && *it >= 1;
     }
     if (ok && *end == ':') {
         const char *p = end + 1;
-        r = strtol(p, &end, 10);
-        ok = !errno && end != p && r >= 0 && r <= INT_MAX;
+        *r = strtol(p, &end, 10);
+        ok = !errno && end != p && *r >= 0 && *r <= INT_MAX;
     }
     if (!ok || *end)
+        return 0;
+    memcpy(name, spec, (size_t)(at - spec));
+    name[at - spec] = 0;
+    return 1;
+}
+
+int sc_fail_inject_setup(const char *spec, int rank)
+{
+    inject_failure = inject_now = 0;
+    if (!spec || !*spec)
+        return 0;
+    long long it = 0;
+    long r;
+    if (!parse_spec(spec, inject_name, sizeof inject_name, &it, &r))
         return sc_error(SC_ERR_ARG, "SC_TEST_FAIL_KERNEL: '%.64s' is not NAME@ITERATION[:RANK] (e.g. conv2.fwd@3:1)",
                         spec);
-    memcpy(inject_name, spec, (size_t)(at - spec));
-    inject_name[at - spec] = 0;
     snprintf(inject_spec, sizeof inject_spec, "%s", spec);
     inject_iteration = it;
-    sc_fail_inject_on = r < 0 || r == rank;
+    inject_failure = r < 0 || r == rank;
+    sc_fail_inject_on = inject_failure || stall_task;
     return 0;
+}
+
+/* ---- injected stalls ---- */
+
+int sc_stall_inject_setup(const char *spec, int rank)
+{
+    stall_task = stall_send = stall_now = 0;
+    if (!spec || !*spec)
+        return 0;
+    int task = !strncmp(spec, "task:", 5), send = !strncmp(spec, "send:", 5);
+    long long it = 0;
+    long r;
+    if ((!task && !send) || !parse_spec(spec + 5, stall_name, sizeof stall_name, &it, &r))
+        return sc_error(SC_ERR_ARG,
+                        "SC_TEST_STALL: '%.64s' is not task:NAME@ITERATION[:RANK] or send:NAME@ITERATION[:RANK]", spec);
+    stall_iteration = it;
+    int here = r < 0 || r == rank;
+    stall_task = task && here;
+    stall_send = send && here;
+    sc_fail_inject_on = inject_failure || stall_task;
+    return 0;
+}
+
+int sc_stall_inject_send(const char *name)
+{
+    /* From the first of them on, as a rank that never got to that point
+     * would: the later messages of the transfer are not posted either. */
+    return stall_send && current_iteration >= stall_iteration && name && !strcmp(name, stall_name);
 }
 
 void sc_fail_inject_iteration(int64_t iteration)
 {
-    inject_now = sc_fail_inject_on && iteration == inject_iteration;
+    current_iteration = iteration;
+    inject_now = inject_failure && iteration == inject_iteration;
+    stall_now = stall_task && iteration == stall_iteration;
 }
 
 const char *sc_fail_inject_name(const char *name)
 {
+    if (stall_now && name && !strcmp(name, stall_name)) {
+        stall_now = stall_task = 0; /* one task */
+        return stall_name;
+    }
     return inject_now && name && !strcmp(name, inject_name) ? inject_name : name;
+}
+
+/* The injected stall: this worker never comes back (the process ends by
+ * the watchdog's MPI_Abort). */
+static void __attribute__((noreturn)) stall_for_ever(void)
+{
+    for (;;)
+        sleep(60);
 }
 
 int sc_fail_inject_hit(void)
 {
     struct starpu_task *t = starpu_task_get_current();
+    if (t && t->name == stall_name)
+        stall_for_ever();
     if (!t || t->name != inject_name)
         return 0;
     sc_fail_record(t->cl && t->cl->name ? t->cl->name : "kernel", "injected failure (SC_TEST_FAIL_KERNEL=%s)",

@@ -98,6 +98,33 @@ void (*sc_trace_task_callback(void))(void *)
     return recording ? task_done : NULL;
 }
 
+static void task_done_watched(void *arg)
+{
+    task_done(sc_progress_done(arg));
+}
+
+/* sc_progress_on is set before the first task and never cleared, so that
+ * every callback gets the argument it was given for. */
+void (*sc_task_callback(void))(void *)
+{
+    return sc_progress_on ? task_done_watched : sc_trace_task_callback();
+}
+
+void *sc_task_callback_arg(const char *name)
+{
+    struct sc_trace_rec *rec = sc_trace_new_rec(name, SC_REC_TASK);
+    if (!sc_progress_on)
+        return rec;
+    return sc_progress_add(SC_WAIT_TASK, name, -1, 0, NULL, 0, rec);
+}
+
+void sc_task_watch_begin(void)
+{
+    struct starpu_task *t = starpu_task_get_current();
+    if (t && t->callback_func == task_done_watched)
+        sc_progress_begin(t->callback_arg, starpu_worker_get_id());
+}
+
 size_t sc_trace_nrecs(void)
 {
     return nrecs;

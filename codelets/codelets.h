@@ -57,6 +57,18 @@ int sc_fail_inject_setup(const char *spec, int rank);
 /* The training iteration whose tasks the caller submits from now on (0:
  * none, e.g. evaluation); only the submitting thread calls it. */
 void sc_fail_inject_iteration(int64_t iteration);
+/* Stalls injected for the tests of the stall watchdog (tests/test_stall.sh):
+ * SC_TEST_STALL=task:NAME@ITERATION[:RANK] makes the first task named NAME
+ * of ITERATION never finish (its worker waits for ever, as in a kernel or
+ * an NCCL call that never returns); send:NAME@ITERATION[:RANK] makes the
+ * messages of the transfers named NAME (a fetch plan's or a ring's:
+ * conv2.halo_x, fc1.grad_allreduce, ...) or the collectives of a direct
+ * plan named NAME (fc2.grad_allreduce) from the first of ITERATION on
+ * never be posted, as from a rank that never got there.  On rank RANK (every rank without it).
+ * spec NULL or "": none; a bad spec is SC_ERR_ARG naming it. */
+int sc_stall_inject_setup(const char *spec, int rank);
+/* For tasks/: 1 when the message about to be sent is one to drop. */
+int sc_stall_inject_send(const char *name);
 
 /* ---- convolution (oneDNN; struct sc_conv_args in kernels/kernels.h) ---- */
 /* R x[n*c*h*w], R params[f*c*kh*kw + f], W y[n*f*oh*ow] */
@@ -207,6 +219,12 @@ void sc_trace_record_off(void);
 struct sc_trace_rec *sc_trace_new_rec(const char *name, int kind);
 /* The completion callback to give a task with a record (NULL when off). */
 void (*sc_trace_task_callback(void))(void *);
+/* What SC_TASK_ATTRS gives a task: the completion callback and its
+ * argument, which carry the task's trace record and, while the stall
+ * watchdog is on, its entry among the things the rank waits for
+ * (base/progress.h).  Callback NULL: neither. */
+void (*sc_task_callback(void))(void *);
+void *sc_task_callback_arg(const char *name);
 size_t sc_trace_nrecs(void);
 const struct sc_trace_rec *sc_trace_rec_at(size_t i);
 /* Forget every record (when nothing recorded is in flight). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "base/ring_segment.h"
 #include "tasks.h"
 
@@ -345,16 +346,41 @@ static void transfer_posted(void *arg)
     ((struct sc_trace_rec *)arg)->start = starpu_timing_now();
 }
 
+/* A transfer's callback argument: its trace record, or, while the stall
+ * watchdog is on (from before the first transfer to the end), its entry
+ * among what the rank waits for, which holds the record. */
+static void *transfer_arg(struct sc_trace_rec *rec, int kind, const char *name, int peer, int64_t tag, MPI_Comm comm)
+{
+    if (!sc_progress_on)
+        return rec;
+    if (comm != MPI_COMM_WORLD) { /* the watchdog names the world's ranks */
+        MPI_Group g, world;
+        MPI_Comm_group(comm, &g);
+        MPI_Comm_group(MPI_COMM_WORLD, &world);
+        MPI_Group_translate_ranks(g, 1, &peer, world, &peer);
+        MPI_Group_free(&g);
+        MPI_Group_free(&world);
+    }
+    return sc_progress_add(kind, name, peer, tag, NULL, 0, rec);
+}
+
+static struct sc_trace_rec *transfer_done(void *arg)
+{
+    return sc_progress_on ? sc_progress_done(arg) : arg;
+}
+
 static void sent(void *arg)
 {
-    if (arg)
-        ((struct sc_trace_rec *)arg)->end = starpu_timing_now();
+    struct sc_trace_rec *rec = transfer_done(arg);
+    if (rec)
+        rec->end = starpu_timing_now();
 }
 
 static void received(void *arg)
 {
-    if (arg)
-        ((struct sc_trace_rec *)arg)->end = starpu_timing_now();
+    struct sc_trace_rec *rec = transfer_done(arg);
+    if (rec)
+        rec->end = starpu_timing_now();
     if (wake_hook)
         wake_hook();
 }
@@ -375,15 +401,19 @@ static struct sc_trace_rec *transfer_record(struct starpu_codelet *ready, starpu
 int sc_send_piece(const struct sc_task_opts *opts, starpu_data_handle_t h, int dest, int64_t tag, MPI_Comm comm,
                   const char *name)
 {
+    if (sc_stall_inject_send(name))
+        return 0; /* tests/test_stall.sh: a message never posted */
     struct sc_trace_rec *rec = transfer_record(&cl_ready_r, h, name);
-    int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_opts_priority(opts), comm, sent, rec);
+    void *arg = transfer_arg(rec, SC_WAIT_SEND, name, dest, tag, comm);
+    int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_opts_priority(opts), comm, sent, arg);
     return err ? transfer_failed("send", err) : 0;
 }
 
 int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, const char *name)
 {
     struct sc_trace_rec *rec = transfer_record(&cl_ready_w, h, name);
-    int err = starpu_mpi_irecv_detached(h, src, tag, comm, received, rec);
+    void *arg = transfer_arg(rec, SC_WAIT_RECV, name, src, tag, comm);
+    int err = starpu_mpi_irecv_detached(h, src, tag, comm, received, arg);
     return err ? transfer_failed("receive", err) : 0;
 }
 

@@ -32,6 +32,7 @@
 #include <stdlib.h>
 
 #include "base/error.h"
+#include "base/progress.h"
 #include "tasks/tasks.h"
 
 enum { DIRECT_ALLREDUCE, DIRECT_REDUCE, DIRECT_BCAST };
@@ -49,6 +50,7 @@ struct pending {
     starpu_data_handle_t vec;
     MPI_Request req;
     struct sc_trace_rec *rec; /* while a trace is recorded: the collective, posting to completion */
+    struct sc_wait *wait;     /* while the stall watchdog is on (base/progress.h) */
     struct pending *next;
 };
 
@@ -64,6 +66,7 @@ static void complete(struct pending *p)
 {
     if (p->rec)
         p->rec->end = starpu_timing_now();
+    sc_progress_done(p->wait);
     starpu_data_release(p->vec);
     free(p);
     if (poll_wake)
@@ -116,6 +119,7 @@ static void post(void *arg)
     int n = (int)starpu_vector_get_nx(p->vec), me, root = 0;
     if (p->rec)
         p->rec->start = starpu_timing_now();
+    sc_progress_begin(p->wait, -1);
     MPI_Comm_rank(p->comm, &me);
     switch (p->op) {
     case DIRECT_ALLREDUCE:
@@ -175,6 +179,7 @@ void sc_direct_set_wake_hook(void (*fn)(void))
 struct sc_direct {
     MPI_Comm comm[2]; /* reductions, broadcasts */
     char name[80];
+    int *group, ngroup; /* the ranks of comm[0] in the world's numbering, for the stall watchdog */
 };
 
 int sc_direct_create(struct sc_direct **out, MPI_Comm comm, int color, int key, const char *name)
@@ -189,6 +194,21 @@ int sc_direct_create(struct sc_direct **out, MPI_Comm comm, int color, int key, 
         return sc_error(SC_ERR_RUNTIME, "%s: MPI_Comm_split failed", name);
     }
     snprintf(d->name, sizeof d->name, "%s", name);
+    MPI_Group g, world;
+    MPI_Comm_group(d->comm[0], &g);
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_size(g, &d->ngroup);
+    int *mine = malloc(sizeof(int) * (size_t)d->ngroup);
+    d->group = malloc(sizeof(int) * (size_t)d->ngroup);
+    for (int i = 0; mine && d->group && i < d->ngroup; i++)
+        mine[i] = i;
+    if (mine && d->group)
+        MPI_Group_translate_ranks(g, d->ngroup, mine, world, d->group);
+    else
+        d->ngroup = 0; /* unknown: the watchdog then asks every rank */
+    free(mine);
+    MPI_Group_free(&g);
+    MPI_Group_free(&world);
     int err = start_poller();
     if (err) {
         sc_direct_destroy(d);
@@ -205,18 +225,23 @@ void sc_direct_destroy(struct sc_direct *d)
     for (int i = 0; i < 2; i++)
         if (d->comm[i] != MPI_COMM_NULL)
             MPI_Comm_free(&d->comm[i]);
+    free(d->group);
     free(d);
 }
 
 static int submit(struct sc_direct *d, int op, starpu_data_handle_t v)
 {
+    if (sc_stall_inject_send(d->name))
+        return 0; /* tests/test_stall.sh: a collective this rank never joins */
     struct pending *p = calloc(1, sizeof *p);
     if (!p)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     *p = (struct pending){.op = op, .comm = d->comm[op == DIRECT_BCAST], .vec = v};
     p->rec = sc_trace_new_rec(d->name, SC_REC_COMM);
+    p->wait = sc_progress_add(SC_WAIT_COLL, d->name, -1, 0, d->group, d->ngroup, NULL);
     int ret = starpu_data_acquire_cb(v, STARPU_RW, post, p);
     if (ret) {
+        sc_progress_done(p->wait);
         free(p);
         return sc_error(SC_ERR_RUNTIME, "%s: StarPU refused to acquire a vector for its collective (%d)", d->name, ret);
     }

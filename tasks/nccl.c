@@ -41,13 +41,22 @@ static void destroy_on_worker(void *arg)
     ncclCommDestroy(((struct sc_nccl *)arg)->comm);
 }
 
-int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
+int sc_nccl_check(void)
 {
     int workers[STARPU_NMAXWORKERS];
-    int found = starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, workers, STARPU_NMAXWORKERS);
-    if (found < 1)
+    if (starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, workers, STARPU_NMAXWORKERS) < 1)
         return sc_error(SC_ERR_ARG, "--collectives nccl: this rank has no CUDA worker (STARPU_NCUDA=0, or no "
                                     "GPU); use --collectives tasks");
+    return 0;
+}
+
+int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
+{
+    int err = sc_nccl_check();
+    if (err)
+        return err;
+    int workers[STARPU_NMAXWORKERS];
+    starpu_worker_get_ids_by_type(STARPU_CUDA_WORKER, workers, STARPU_NMAXWORKERS);
     struct sc_nccl *n = calloc(1, sizeof(*n));
     if (!n)
         return sc_error(SC_ERR_NOMEM, "out of memory for an NCCL communicator");
@@ -213,11 +222,16 @@ int sc_nccl_tiles_allgather_submit(struct sc_nccl *n, const struct sc_task_opts 
 
 #else /* no NCCL */
 
+int sc_nccl_check(void)
+{
+    return sc_error(SC_ERR_ARG, "--collectives nccl: starconv was built without NCCL (./configure --with-cuda, "
+                                "with a StarPU built with CUDA and NCCL under the CUDA folder: docs/gpu.md)");
+}
+
 int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm)
 {
     (void)out, (void)comm;
-    return sc_error(SC_ERR_ARG, "--collectives nccl: starconv was built without NCCL (./configure --with-cuda, "
-                                "with a StarPU built with CUDA and NCCL under the CUDA folder: docs/gpu.md)");
+    return sc_nccl_check();
 }
 
 void sc_nccl_destroy(struct sc_nccl *n)

@@ -140,6 +140,9 @@ void sc_gate_use_nccl(struct sc_gate *g, struct sc_nccl *n);
  * submission order, so that every rank issues them in the same order. */
 struct sc_nccl;
 int sc_nccl_create(struct sc_nccl **out, MPI_Comm comm);
+/* What create checks first, with its errors, for one rank, which makes no
+ * communicator (nothing to sum): NCCL built in and a CUDA worker here. */
+int sc_nccl_check(void);
 void sc_nccl_destroy(struct sc_nccl *n);
 int sc_nccl_allreduce_submit(struct sc_nccl *n, const struct sc_task_opts *opts, starpu_data_handle_t vec,
                              const char *name);

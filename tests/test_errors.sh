@@ -112,6 +112,16 @@ expect "bad --denormals" "--denormals: 'zero' is neither keep nor flush" 1 $L --
 expect "--collectives nccl without NCCL or a CUDA worker" \
   "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
   --collectives nccl
+# One rank has nothing to sum, but the same command line is refused alike.
+expect "--collectives nccl on one rank without NCCL or a CUDA worker" \
+  "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 1 $L --data "$DATA" \
+  --collectives nccl
+# lenet has two [connected] layers: a third to replicate is a mistake, on any
+# number of ranks, and with --parallel auto (the plan is made before setup).
+for np in 1 2; do
+  expect "--fc-replicate above the [connected] layers, $np rank(s)" \
+    "--fc-replicate 3: the model has 2 \[connected\] layers with parameters" $np $L --data "$DATA" --fc-replicate 3
+done
 # NCCL with a spatial grid is refused before any NCCL call, GPU or not.
 expect "--collectives nccl with a spatial grid" \
   "--collectives nccl: layer conv1 is split as h2; NCCL takes only sample parallelism" 2 $L --data "$DATA" \

@@ -28,7 +28,7 @@ done
 check 2 1 --fc-replicate 1
 check 2 1 --fc-replicate 2 --grad-comm end
 check 2 2 --fc-replicate 1 --grad-comm chunks:2
-check 3 1 --fc-replicate 5 --grad-comm bucket:0.1
+check 3 1 --fc-replicate 2 --grad-comm bucket:0.1
 check 4 1 --fc-replicate 1 --grad-comm end --priorities off
 
 # The policies must really differ: the log names the number of collectives.

@@ -93,6 +93,19 @@ if STARPU_NCPU=1 "$MPIRUN" 2 "$PLAN" calibrate --model "$LENET" --batch 8 --reps
   else
     fail "--parallel auto on lenet: $(tail -1 "$WORK/log")"
   fi
+  # lenet has two [connected] layers: a third to replicate is named, not
+  # priced as two, by the planner and by --parallel auto.
+  "$PLAN" --model "$LENET" --ranks 2 --batch 8 --calibration "$WORK/lenet-slow.txt" --fc-replicate 3 >"$WORK/plan" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q '^starconv-plan: --fc-replicate 3: the model has 2 \[connected\] layers' "$WORK/plan" &&
+    ok "starconv-plan --fc-replicate 3 on lenet: exit 2, $(tail -1 "$WORK/plan")" ||
+    fail "starconv-plan --fc-replicate 3 on lenet: status $rc, $(tail -1 "$WORK/plan")"
+  run 2 1 --model "$LENET" $common --parallel auto --calibration "$WORK/lenet-slow.txt" --fc-replicate 3 \
+    >"$WORK/log" 2>&1
+  rc=$?
+  [ $rc -eq 2 ] && grep -q '^starconv-train: --fc-replicate 3: the model has 2 \[connected\] layers' "$WORK/log" &&
+    ok "--parallel auto --fc-replicate 3 on lenet: exit 2" ||
+    fail "--parallel auto --fc-replicate 3 on lenet: status $rc, $(tail -1 "$WORK/log")"
 else
   fail "calibrate lenet: $(tail -1 "$WORK/log")"
 fi

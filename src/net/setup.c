@@ -552,6 +552,14 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return err;
     for (int l = 0; l < net->nlayers; l++)
         D->ld[l].replica.on = rep[l];
+    /* Counted on one rank too, so that a command line is refused alike
+     * on any number of ranks. */
+    int replicable = 0;
+    for (int l = 0; l < net->nlayers; l++)
+        replicable += sc_rule_replicable(&net->layers[l]);
+    if (D->comm.fc_replicate > replicable)
+        return sc_error(SC_ERR_ARG, "--fc-replicate %d: the model has %d [connected] layers with parameters",
+                        D->comm.fc_replicate, replicable);
     /* Every rank computes a replicated layer's gradient for itself and must
      * get the same bits: on CUDA workers where every rank has one, else on
      * CPU workers, never some pieces on either. */
@@ -576,7 +584,10 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         return err;
     if ((err = plan_buckets(net)))
         return err;
-    if (D->comm.nccl && rt->size > 1 && ((err = check_nccl_grids(net)) || (err = sc_nccl_create(&D->nccl, rt->comm))))
+    /* On one rank there is nothing to sum, but the same command line is
+     * refused as on several. */
+    if (D->comm.nccl &&
+        ((err = check_nccl_grids(net)) || (err = rt->size > 1 ? sc_nccl_create(&D->nccl, rt->comm) : sc_nccl_check())))
         return err;
     for (int i = 0; i < D->nbuckets; i++)
         if ((err = setup_bucket(net, &D->buckets[i], seed)))

@@ -242,6 +242,11 @@ static int plan(const struct opts *o, const struct sc_net *net)
                        "--calibration %s`",
                        o->calibration, sc_last_error(), o->ranks, o->model, o->batch, o->workers ? " --workers N" : "",
                        o->calibration);
+    /* The planner replicates as many as the model has: a larger F is a
+     * mistake to name, as starconv-train does. */
+    if (!err && o->ranks > 1 && o->fc_replicate > p->fc_replicate)
+        err = sc_error(SC_ERR_ARG, "--fc-replicate %d: the model has %d [connected] layers with parameters",
+                       o->fc_replicate, p->fc_replicate);
     if (!err) {
         if (o->json) {
             sc_plan_print_json(stdout, net, &po, p);

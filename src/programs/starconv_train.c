@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "src/programs/cli.h"
+#include "src/train/preempt.h"
 #include "src/train/train.h"
 
 static const char usage[] =
@@ -53,6 +54,10 @@ static const char usage[] =
     "  --resume FILE        go on from a checkpoint: weights, momentum, iteration and data order;\n"
     "                       --epochs and --iters count the checkpoint's iterations; give the\n"
     "                       same --batch, --seed, --shuffle and --data (the ranks may differ)\n"
+    "  --checkpoint-signal  SIGTERM or SIGUSR1 (to mpirun, which forwards SIGUSR1, or to any\n"
+    "                       rank) ends the current iteration on every rank, writes the --save\n"
+    "                       checkpoint and stops with exit status 75; a second signal stops\n"
+    "                       at once (needs --save)\n"
     "  --nonfinite stop|skip  a NaN or Inf in a gradient: stop (default; exit status 3, naming\n"
     "                       the iteration and the first layer where it appeared; the last\n"
     "                       checkpoint stays) or skip such batches whole, on every rank\n"
@@ -60,6 +65,11 @@ static const char usage[] =
     "  --peer-timeout S     a rank not heard from for S seconds (killed, stopped, node lost)\n"
     "                       stops the job with a message naming it; default 20\n"
     "                       (or SC_PEER_TIMEOUT), 0: off\n"
+    "  --stall-timeout S    training that makes no progress for S seconds (a message that\n"
+    "                       never comes, a collective a rank never joins, a kernel that\n"
+    "                       never returns) stops the job with status 4, each rank saying\n"
+    "                       what it waits for and rank 0 which rank did not get there;\n"
+    "                       default 20 times the slowest iteration, at least 60; 0: off\n"
     "  --denormals keep|flush  denormal floats in the CPU workers' arithmetic: kept (default,\n"
     "                       as PyTorch) or flushed to zero (FTZ and DAZ): faster where values\n"
     "                       become tiny on CPUs that compute denormals slowly\n"
@@ -76,7 +86,8 @@ static const char usage[] =
     "  --fc-replicate F     the first F [connected] layers gather their inputs and errors\n"
     "                       from all ranks and compute the whole weight gradient on each,\n"
     "                       instead of reducing it (Lee et al.); default 0 (with\n"
-    "                       --parallel auto: the planner's choice)\n"
+    "                       --parallel auto: the planner's choice); at most the model's\n"
+    "                       number of [connected] layers\n"
     "  --priorities on|off  task priorities (default on): each parameter gradient as soon as\n"
     "                       its inputs exist, then the backward chain, then the collectives'\n"
     "                       tasks in the order the next forward pass needs them\n"
@@ -96,7 +107,8 @@ static const char usage[] =
     "                       messages (0.014 against 0.07 ms at 4 KiB here)\n"
     "  --collectives tasks|nccl  the gradient sums of the buckets: StarPU-MPI transfers and\n"
     "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
-    "                       (needs a CUDA build, a GPU per rank and sample parallelism only)\n"
+    "                       (needs a CUDA build with NCCL, a GPU per rank and sample\n"
+    "                       parallelism only, even on one rank)\n"
     "\n"
     "How layers are split (Dryden et al.):\n"
     "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
@@ -141,7 +153,10 @@ static const char usage[] =
     "the job with status 4 (mpirun's own status when it notices a dead rank first); a\n"
     "kernel that fails (a oneDNN, cuDNN, cuBLAS or CUDA error, memory) ends it at the\n"
     "next progress line, checkpoint or evaluation with status 1, naming the kernel, its\n"
-    "rank and worker and the cause, and writes no checkpoint after it.\n";
+    "rank and worker and the cause, and writes no checkpoint after it; a checkpoint or\n"
+    "trace that cannot be written (full disk) ends it with status 1, the previous file\n"
+    "intact; a signal under --checkpoint-signal ends it with status 75 once its\n"
+    "checkpoint is written.\n";
 
 static int fail(int status, const char *msg)
 {
@@ -182,6 +197,8 @@ static const struct option train_options[] = {
     {"resume", required_argument, 0, 'U'},
     {"nonfinite", required_argument, 0, 'N'},
     {"peer-timeout", required_argument, 0, 'W'},
+    {"checkpoint-signal", no_argument, 0, 1040},
+    {"stall-timeout", required_argument, 0, 1041},
     {"denormals", required_argument, 0, 1004},
     {"peak", required_argument, 0, 1005},
     {"collectives", required_argument, 0, 'C'},
@@ -240,6 +257,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 'W':
         err = sc_cli_float(name, arg, 0, &v_timeout), o->peer_timeout = v_timeout;
+        break;
+    case 1040:
+        o->checkpoint_signal = 1;
+        break;
+    case 1041:
+        err = sc_cli_float(name, arg, 0, &v_timeout), o->stall_timeout = v_timeout;
         break;
     case 1005:
         err = sc_cli_positive(name, arg, "GFLOP/s", &o->peak_gflops);
@@ -366,6 +389,8 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         return err;
     if (!err && o->save_every && !o->save)
         err = sc_error(SC_ERR_ARG, "--save-every needs --save FILE (where to write the checkpoints)");
+    if (!err && o->checkpoint_signal && !o->save)
+        err = sc_error(SC_ERR_ARG, "--checkpoint-signal needs --save FILE (where to write the checkpoint)");
     return err;
 }
 
@@ -448,6 +473,18 @@ static int check_data(const struct sc_net *net, const struct sc_dataset *ds, con
     return 0;
 }
 
+/* The exit status of the training's outcome (the usage's last lines). */
+static int train_status(int err)
+{
+    if (err == SC_TRAIN_SIGNALLED)
+        return SC_EXIT_CHECKPOINTED;
+    if (err == SC_ERR_ARG) /* a file that cannot be written now is no bad input: 1 */
+        return SC_EXIT_BAD_INPUT;
+    if (err == SC_ERR_NONFINITE)
+        return 3;
+    return err ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     /* Past a file size limit a write fails with EFBIG, which the savers
@@ -499,9 +536,17 @@ int main(int argc, char **argv)
     sc_runtime_opts_default(&ro);
     ro.sched = o.sched;
     ro.peer_timeout = o.peer_timeout;
+    ro.stall_timeout = o.stall_timeout;
     ro.denormals = o.denormals;
+    if (o.checkpoint_signal) /* the runtime's threads never take them */
+        sc_preempt_block_signals();
     if ((err = sc_runtime_init(&argc, &argv, &ro, &rt)))
         return fail(err == SC_ERR_ARG ? SC_EXIT_BAD_INPUT : 1, sc_last_error());
+    if (o.checkpoint_signal && (err = sc_preempt_arm())) {
+        fail(1, sc_last_error());
+        sc_runtime_shutdown(&rt);
+        return 1;
+    }
     int status = 0;
     if ((err = sc_train_check_ranks(&o, &rt, &train, &test, net, ck)) ||
         (o.comm.parallel && !strcmp(o.comm.parallel, "auto") && (err = sc_train_plan(&o, &rt, net))) ||
@@ -523,10 +568,9 @@ int main(int argc, char **argv)
             err = sc_checkpoint_apply(net, ck);
         if (!err)
             err = sc_train_run(&o, &rt, net, &train, &test);
-        status = err ? (err == SC_ERR_ARG || err == SC_ERR_IO ? SC_EXIT_BAD_INPUT
-                        : err == SC_ERR_NONFINITE             ? 3
-                                                              : 1)
-                     : 0;
+        status = train_status(err);
+        if (err > 0)
+            err = 0;
     }
     if (err && rt.rank == 0)
         fprintf(stderr, "starconv-train: %s\n", sc_last_error());

@@ -6,6 +6,7 @@
 #include "kernels/fail.h"
 #include "src/runtime/kernel_failure.h"
 #include "base/error.h"
+#include "base/progress.h"
 
 int sc_kernel_failure_check(struct sc_runtime *rt)
 {
@@ -28,4 +29,6 @@ int sc_kernel_failure_check(struct sc_runtime *rt)
 void sc_kernel_failure_iteration(int64_t iteration)
 {
     sc_fail_inject_iteration(iteration);
+    if (iteration > 0) /* what the stall watchdog names: the iteration of the work */
+        sc_progress_set_iteration(iteration);
 }

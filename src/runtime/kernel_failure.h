@@ -19,7 +19,8 @@ int sc_kernel_failure_check(struct sc_runtime *rt);
 
 /* The training iteration whose tasks the main thread submits from now on
  * (0: none, e.g. evaluation): where SC_TEST_FAIL_KERNEL=NAME@ITERATION
- * strikes (codelets.h: sc_fail_inject_setup, which sc_runtime_init calls). */
+ * strikes (codelets.h: sc_fail_inject_setup, which sc_runtime_init calls),
+ * and, if not 0, the iteration the stall watchdog names (stall.h). */
 void sc_kernel_failure_iteration(int64_t iteration);
 
 #endif

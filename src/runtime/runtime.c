@@ -19,6 +19,7 @@
 #include "src/runtime/runtime.h"
 #include "base/error.h"
 #include "tasks/tasks.h"
+#include "src/runtime/stall.h"
 #include "src/runtime/watchdog.h"
 
 const char *sc_runtime_policies(void)
@@ -434,6 +435,7 @@ static void forget_state(struct sc_runtime *rt)
 static int abandon_init(struct sc_runtime *rt, int err)
 {
     forget_state(rt);
+    sc_stall_stop();
     sc_watchdog_stop(0); /* the other ranks may not get to their shutdown */
     MPI_Comm_free(&rt->ctl);
     MPI_Finalize();
@@ -469,7 +471,8 @@ int sc_runtime_mpi_init(int *argc, char ***argv)
 
 void sc_runtime_opts_default(struct sc_runtime_opts *o)
 {
-    *o = (struct sc_runtime_opts){.sched = NULL, .peer_timeout = -1, .denormals = SC_DENORMALS_KEEP};
+    *o = (struct sc_runtime_opts){
+        .sched = NULL, .peer_timeout = -1, .stall_timeout = -1, .denormals = SC_DENORMALS_KEEP};
 }
 
 /* The state, before MPI's collectives: it holds the node ranks. */
@@ -516,6 +519,8 @@ int sc_runtime_init(int *argc, char ***argv, const struct sc_runtime_opts *opts,
     /* Right after MPI_Init, which the ranks leave together: the watch then
      * also covers StarPU's start, and the whole run up to MPI_Finalize. */
     int werr = sc_watchdog_start(MPI_COMM_WORLD, peer_timeout_value(opts->peer_timeout));
+    if (!werr) /* before anything is submitted: it registers what is */
+        werr = sc_stall_start(MPI_COMM_WORLD, opts->stall_timeout);
     if (werr) {
         MPI_Comm_free(&node);
         return abandon_init(rt, werr);
@@ -529,7 +534,8 @@ int sc_runtime_init(int *argc, char ***argv, const struct sc_runtime_opts *opts,
         return abandon_init(
             rt, sc_error(SC_ERR_ARG, "unknown scheduling policy '%s' (valid: %s)", sched, sc_runtime_policies()));
     /* The failure a test injects (codelets.h, src/runtime/kernel_failure.h). */
-    if ((err = sc_runtime_agree(rt, sc_fail_inject_setup(getenv("SC_TEST_FAIL_KERNEL"), rt->rank))))
+    if ((err = sc_runtime_agree(rt, sc_fail_inject_setup(getenv("SC_TEST_FAIL_KERNEL"), rt->rank))) ||
+        (err = sc_runtime_agree(rt, sc_stall_inject_setup(getenv("SC_TEST_STALL"), rt->rank))))
         return abandon_init(rt, err);
 #ifdef SC_USE_CUDA
     spread_gpus(S);
@@ -592,6 +598,7 @@ void sc_runtime_shutdown(struct sc_runtime *rt)
     MPI_Comm_free(&rt->ctl);
     forget_state(rt);
     test_finish_delay(rt->rank);
+    sc_stall_stop();
     /* Last: a rank that died while the others drained their transfers or
      * waited in StarPU-MPI's shutdown is still noticed. */
     sc_watchdog_stop(1);

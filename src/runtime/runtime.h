@@ -37,6 +37,11 @@ struct sc_runtime_opts {
      * environment variable SC_PEER_TIMEOUT if set, else 20.  Rank 0's value
      * applies to all ranks. */
     double peer_timeout;
+    /* Seconds without any task, transfer or collective completing, while
+     * training with some pending, after which the job stops saying what
+     * each rank waits for (src/runtime/stall.h).  0: no stall watchdog;
+     * < 0: the default (a multiple of the slowest iteration, at least 60). */
+    double stall_timeout;
     enum sc_denormals denormals;
 };
 void sc_runtime_opts_default(struct sc_runtime_opts *o);

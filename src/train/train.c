@@ -10,7 +10,9 @@
 #include "src/planner/plan.h"
 #include "src/report/report.h"
 #include "src/runtime/kernel_failure.h"
+#include "src/runtime/stall.h"
 #include "src/runtime/trace_run.h"
+#include "src/train/preempt.h"
 #include "src/train/train.h"
 #include "base/rng.h"
 
@@ -31,6 +33,7 @@ void sc_train_opts_default(struct sc_train_opts *o)
     o->log_every = 50;
     o->peer_timeout = -1;
     sc_lr_schedule_default(&o->lr_schedule);
+    o->stall_timeout = -1;
     sc_comm_opts_default(&o->comm);
 }
 
@@ -161,7 +164,8 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.nccl,
                       o->comm.window,
                       o->comm.segment_kb,
-                      o->comm.direct_kb};
+                      o->comm.direct_kb,
+                      o->checkpoint_signal};
     double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit};
     h = fnv(h, ints, sizeof ints);
     h = fnv(h, reals, sizeof reals);
@@ -299,7 +303,21 @@ static void kept_checkpoint(const struct loop_state *ls, char *buf, size_t size)
     if (ls->saved_iteration)
         snprintf(buf, size, "; %s keeps the checkpoint of iteration %ld", ls->o->save, ls->saved_iteration);
     else if (ls->o->save)
-        snprintf(buf, size, "; %s was not written", ls->o->save);
+        snprintf(buf, size,
+                 access(ls->o->save, F_OK) ? "; %s was not written" : "; %s keeps what it held before the run",
+                 ls->o->save);
+}
+
+/* A file that could not be written (a full disk, an I/O error): the run
+ * stops, as going on would put more work at risk than the last checkpoint
+ * holds; the writer has left the previous file as it was, and the message
+ * says which iteration the --save file keeps. */
+static int write_failed(const struct loop_state *ls, int err, int64_t iteration)
+{
+    char failed[512], kept[600];
+    snprintf(failed, sizeof failed, "%s", sc_last_error());
+    kept_checkpoint(ls, kept, sizeof kept);
+    return sc_error(err, "%s; training stopped at iteration %lld%s", failed, (long long)iteration, kept);
 }
 
 /* Sync point, collective, once the tasks whose failures it must see have
@@ -336,6 +354,8 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
             fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
                     first, last, t.n, o->trace);
+        else if (o->trace && err == SC_ERR_IO)
+            err = write_failed(ls, err, net->iteration);
         struct sc_overlap *ov = calloc(t.ranks, sizeof(*ov));
         if (!err && o->report && !ov)
             err = sc_error(SC_ERR_NOMEM, "out of memory");
@@ -413,8 +433,8 @@ static int save_checkpoint(const struct loop_state *ls, struct sc_runtime *rt, s
     int err = check_kernels(ls, rt);
     if (!err)
         err = check_finite(ls, rt, net, watch, p, 0);
-    if (!err)
-        err = sc_checkpoint_save(net, rt, o->save, order);
+    if (!err && (err = sc_checkpoint_save(net, rt, o->save, order)) == SC_ERR_IO)
+        err = write_failed(ls, err, net->iteration);
     if (!err && rt->rank == 0 && o->save_every)
         fprintf(stderr, "%scheckpoint of iteration %lld written to %s\n", p->tty ? "\r\033[K" : "",
                 (long long)net->iteration, o->save);
@@ -462,7 +482,8 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
         o->comm.parallel = o->parallel_auto;
         if (!o->grad_comm_given)
             err = sc_comm_opts_parse_grad(p->grad_comm, &o->comm);
-        o->comm.fc_replicate = p->fc_replicate;
+        if (o->comm.fc_replicate <= 0) /* one given is kept: the network's setup checks it */
+            o->comm.fc_replicate = p->fc_replicate;
         if (rt->rank == 0) {
             printf("--parallel auto (calibration %s): predicted %.3f ms per iteration\n", path, 1e3 * p->time);
             sc_plan_print(stdout, net, p);
@@ -493,8 +514,10 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
     if (err)
         return err;
     /* A resumed run appends to its metrics: nothing of the first part is lost. */
-    if (rt->rank == 0 && o->metrics && !(p.metrics = fopen(o->metrics, o->resume ? "a" : "w")))
-        return sc_error(SC_ERR_IO, "%s: cannot write the metrics file", o->metrics);
+    /* Bad input (the path), on every rank, so that none waits alone. */
+    int opened = rt->rank || !o->metrics || (p.metrics = fopen(o->metrics, o->resume ? "a" : "w"));
+    if (sc_runtime_agree(rt, opened ? 0 : sc_error(SC_ERR_ARG, "%s: cannot write the metrics file", o->metrics)))
+        return SC_ERR_ARG;
     if (p.metrics)
         write_placement(p.metrics, rt);
     if (rt->rank == 0 && (o->lr_schedule.kind != SC_LR_CONSTANT || o->lr_schedule.warmup)) {
@@ -518,7 +541,16 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 done / per_epoch + 1, done % per_epoch + 1, per_epoch);
     struct loop_state ls = {o, train, per_epoch, net->iteration - done, 0};
     int trace_wanted = (o->trace || o->report) && o->trace_first > 0, tracing = 0;
-    for (int epoch = (int)(done / per_epoch); epoch < o->epochs && done < total && !err; epoch++) {
+    struct sc_preempt *preempt = NULL;
+    int signalled = 0, signal_from = 0; /* --checkpoint-signal: the signal the ranks stop on */
+    if (o->checkpoint_signal && (err = sc_preempt_start(rt, &preempt))) {
+        free(order);
+        if (p.metrics)
+            fclose(p.metrics);
+        return err;
+    }
+    sc_stall_arm(1);
+    for (int epoch = (int)(done / per_epoch); epoch < o->epochs && done < total && !err && !signalled; epoch++) {
         epoch_order(order, train->n, o->shuffle, o->seed, epoch);
         double t0 = now(), last_t = t0;
         long last_done = done, it_epoch = done - (long)epoch * per_epoch, first_it = it_epoch;
@@ -557,6 +589,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 if ((err = check_kernels(&ls, rt))) /* the loss's tasks have run */
                     break;
                 double rate = (done - last_done) * o->batch / (t - last_t);
+                sc_stall_iteration_seconds((t - last_t) / (double)(done - last_done));
                 report_iteration(&p, epoch, o->epochs, net->iteration, it_epoch + 1, per_epoch,
                                  (total - done) * o->batch, loss, rate, sgd.lr);
                 last_t = t;
@@ -570,6 +603,10 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 saved = done;
                 ls.saved_iteration = (long)net->iteration;
             }
+            if (preempt && done < total && (signalled = sc_preempt_poll(preempt, &signal_from))) {
+                it_epoch++;
+                break;
+            }
         }
         if (tracing && !err) { /* the trace stops at the end of an epoch, before the evaluation */
             tracing = 0;
@@ -580,20 +617,31 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         p.images += (it_epoch - first_it) * (long)o->batch;
         if (!err) /* every task of the epoch has run */
             err = check_kernels(&ls, rt);
-        if (!err && o->test && (it_epoch == per_epoch || done == total)) {
+        if (!err && o->test && !signalled && (it_epoch == per_epoch || done == total)) {
             if (!(err = sc_net_evaluate(net, test, &acc, &test_loss)) && !(err = check_kernels(&ls, rt)))
                 report_test(&p, epoch, net->iteration, acc, test_loss);
         }
     }
+    sc_stall_arm(0);
     free(order);
     if (!err) /* every update has run (the epoch ended with a wait): the final count */
         nonfinite_seen(rt, &watch, &p.skipped);
     if (!err && o->save && saved != done)
         err = save_checkpoint(&ls, rt, net, &watch, &p, &data_order);
+    sc_preempt_finish(preempt);
     if (p.metrics)
         fclose(p.metrics);
     if (err)
         return err;
+    if (signalled) {
+        if (rt->rank == 0)
+            fprintf(stderr,
+                    "%sstarconv-train: %s (rank %d): stopped after iteration %lld with its checkpoint in %s; go on "
+                    "with --resume %s\n",
+                    p.tty ? "\r\033[K" : "", sc_preempt_signal_name(signalled), signal_from, (long long)net->iteration,
+                    o->save, o->save);
+        return SC_TRAIN_SIGNALLED;
+    }
     if (o->report_comm) {
         double mine = (double)sc_net_grad_bytes(net), all[rt->size];
         MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, rt->ctl);

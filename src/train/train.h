@@ -47,6 +47,9 @@ struct sc_train_opts {
     int resume;                  /* load is a --resume: go on with its iteration and data order */
     long save_every;             /* checkpoint to save every N iterations; 0: at the end only */
     double peer_timeout;         /* --peer-timeout seconds; < 0: the default */
+    double stall_timeout;        /* --stall-timeout seconds; < 0: the default; 0: off */
+    int checkpoint_signal;       /* --checkpoint-signal: SIGTERM and SIGUSR1 stop the run with
+                                  * the --save checkpoint (src/train/preempt.h) */
     enum sc_denormals denormals; /* --denormals keep|flush */
     int skip_nonfinite;          /* 1: a batch whose gradient is not finite changes nothing and
                                   * training goes on; 0: training stops (SC_ERR_NONFINITE) */
@@ -87,10 +90,15 @@ int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset
  * calibration is missing or lacks what the model needs. */
 int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct sc_net *net);
 
+/* sc_train_run's return when a signal stopped it (--checkpoint-signal)
+ * after writing its checkpoint. */
+#define SC_TRAIN_SIGNALLED 1
+
 /* The loop: epochs of iterations, progress and metrics on rank 0, test
  * accuracy after each epoch, checkpoints (every save_every iterations and at
  * the end), a final line with images/s.  With resume, the iterations before
- * net->iteration count as done and the data order goes on from there. */
+ * net->iteration count as done and the data order goes on from there.
+ * Returns 0, SC_TRAIN_SIGNALLED or an SC_ERR_*. */
 int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc_net *net,
                  const struct sc_dataset *train, const struct sc_dataset *test);
 
