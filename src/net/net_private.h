@@ -197,5 +197,9 @@ int sc_net_plan_exchanges(struct sc_net *net, int l);
  * which take the tiles' handles. */
 int sc_net_plan_gradient_sums(struct sc_net *net);
 struct sc_box sc_net_need_x_box(struct need_ctx *c, int r);
+/* load_file.c: the load tasks of a data set read by tile from a file
+ * (ds->file) into the input tiles x and the loss's labels. */
+int sc_net_submit_file_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+                            const struct sc_tensor *x, const struct sc_tensor *labels);
 
 #endif

@@ -167,7 +167,9 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
                                                  sc_tensor_handle(&D->labels, t), D->load_name)))
             return err;
     }
-    for (int t = 0; t < D->ntiles && !ds->synthetic; t++) {
+    if (ds->file && (err = sc_net_submit_file_load(net, ds, idx, &D->x0, &D->labels)))
+        return err;
+    for (int t = 0; t < D->ntiles && !ds->synthetic && !ds->file; t++) {
         if (!D->spatial) { /* one task for both when the tiles are alike */
             if ((err = sc_insert_load_batch(&D->load, ds->images, ds->labels, (int)sc_shape_size(&net->input),
                                             first->tiles.n[t], idx + first->tiles.s0[t], sc_tensor_handle(&D->x0, t),
