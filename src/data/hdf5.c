@@ -539,6 +539,12 @@ SC_API int sc_dataset_hdf5(const char *spec, int test, struct sc_dataset *out)
     return err;
 }
 
+const char *sc_data_file_h5_error(char buf[256])
+{
+    pthread_once(&h5_once, h5_init);
+    return h5_reason(buf);
+}
+
 static double now(void)
 {
     struct timespec ts;

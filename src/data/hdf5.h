@@ -37,6 +37,12 @@ void sc_data_file_stats(const struct sc_dataset *ds, struct sc_data_file_stats *
 /* The file's path and images' data set, for messages ("" when none). */
 const char *sc_data_file_name(const struct sc_dataset *ds);
 
+/* The most specific entry of HDF5's error stack, which it then clears
+ * ("file signature not found"), for a one-line message; HDF5's own
+ * printing of the stack is off once a file was opened here, or after this
+ * is called.  Only in a build with HDF5. */
+const char *sc_data_file_h5_error(char buf[256]);
+
 /* Closes the file and frees what it holds (sc_dataset_free calls it). */
 void sc_data_file_close(struct sc_data_file *f);
 
