@@ -250,8 +250,10 @@ static int open_dataset(struct sc_data_file *f, const char *name, hid_t *out)
         return sc_error(SC_ERR_DATA, "%s: no data set '%s'", f->path, name);
     }
     *out = H5Dopen2(f->file, name, H5P_DEFAULT);
-    if (*out < 0)
-        return sc_error(SC_ERR_DATA, "%s: '%s' is not a data set (%s)", f->path, name, h5_reason(why));
+    if (*out < 0) {
+        h5_reason(why);
+        return sc_error(SC_ERR_DATA, "%s: '%s' is not a data set (a group, or a damaged one)", f->path, name);
+    }
     return 0;
 }
 
@@ -341,13 +343,17 @@ static int open_file(const char *path, const char *iname, const char *lname, str
     return 0;
 }
 
+/* A library first used after MPI_Init closes itself at MPI_Finalize
+ * (HDF5 hooks MPI_COMM_SELF), and a data set may be freed after that:
+ * its identifiers are then no longer valid, and nothing is left to close. */
 static void close_file(struct sc_data_file *f)
 {
-    if (f->labels >= 0)
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL); /* again, if the library was closed */
+    if (f->labels >= 0 && H5Iis_valid(f->labels) > 0)
         H5Dclose(f->labels);
-    if (f->images >= 0)
+    if (f->images >= 0 && H5Iis_valid(f->images) > 0)
         H5Dclose(f->images);
-    if (f->file >= 0)
+    if (f->file >= 0 && H5Iis_valid(f->file) > 0)
         H5Fclose(f->file);
     f->file = f->images = f->labels = H5I_INVALID_HID;
 }
