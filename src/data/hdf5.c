@@ -73,11 +73,14 @@ static int parse_spec(const char *spec, struct spec *s)
     snprintf(s->labels, sizeof s->labels, "labels");
     snprintf(s->test_images, sizeof s->test_images, "test_images");
     snprintf(s->test_labels, sizeof s->test_labels, "test_labels");
-    const char *p = spec + 5, *opts = strrchr(p, ':');
-    /* A colon is the options' only when what follows is a KEY=VALUE list
-     * (a file name may hold colons). */
-    if (opts && (!strchr(opts, '=') || strchr(opts, '/')))
-        opts = NULL;
+    /* The options start at the first colon followed by "KEY=" (a file
+     * name may hold colons). */
+    const char *p = spec + 5, *opts = NULL;
+    for (const char *c = strchr(p, ':'); c && !opts; c = strchr(c + 1, ':')) {
+        size_t k = strspn(c + 1, "abcdefghijklmnopqrstuvwxyz-");
+        if (k && c[1 + k] == '=')
+            opts = c;
+    }
     size_t plen = opts ? (size_t)(opts - p) : strlen(p);
     if (plen == 0)
         return sc_error(SC_ERR_ARG, "--data %s: expected hdf5:FILE[:images=NAME,labels=NAME,...]", spec);
