@@ -141,6 +141,26 @@ int sc_insert_load_images(const struct sc_task_opts *opts, const uint8_t *images
 int sc_insert_load_labels(const struct sc_task_opts *opts, const uint8_t *src_labels, int n, const int32_t *idx,
                           starpu_data_handle_t labels, const char *name);
 
+/* A tile read by a data source's own function (a file read by tile:
+ * src/data/hdf5.c), so that this layer knows nothing of files.  fn fills x
+ * (n * nch * (r1-r0) * (c1-c0) floats, NCHW of the block: channels
+ * ch0..ch0+nch of rows r0..r1 and columns c0..c1 of the input) and labels
+ * (n * label_pixels int32: one a sample, or the block lr0..lr1 x lc0..lc1
+ * at the loss's resolution), either of them NULL when the task has no such
+ * buffer; an index of -1 is padding (zeros, label -1).  It records a
+ * failure with sc_fail_record (kernels/fail.h).  source must outlive the
+ * task.  W x, W labels (either may be NULL, not both). */
+struct sc_load_read {
+    int ch0, nch, r0, r1, c0, c1;
+    int lr0, lr1, lc0, lc1, label_pixels;
+    int n;
+};
+typedef void (*sc_load_read_fn)(void *source, const struct sc_load_read *req, const int32_t *idx, float *x,
+                                int32_t *labels);
+int sc_insert_load_read(const struct sc_task_opts *opts, sc_load_read_fn fn, void *source,
+                        const struct sc_load_read *req, const int32_t *idx, starpu_data_handle_t x,
+                        starpu_data_handle_t labels, const char *name);
+
 /* ---- vector ops (lengths from the handles, which must match) ---- */
 /* RW dst, R src: dst += src */
 int sc_insert_accumulate(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,

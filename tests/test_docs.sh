@@ -1,8 +1,8 @@
 # The documentation against the programs and the tree:
-# - every option that starconv-train, starconv-plan, starconv-report and
-#   bench/starconv-bench (each subcommand) print in --help has an entry in
-#   that program's section of docs/options.md, and every entry there is an
-#   option of the help;
+# - every option that starconv-train, starconv-plan, starconv-report,
+#   starconv-data and bench/starconv-bench (each subcommand) print in
+#   --help has an entry in that program's section of docs/options.md, and
+#   every entry there is an option of the help;
 # - README.md has at most 250 lines, and neither it nor the user guide
 #   (docs/*.md but the architecture, the comparison with the papers and
 #   the results page, which cite commits and machines) has a date, a
@@ -61,7 +61,7 @@ compare() {
   [ -n "$missing$extra" ] || ok "$1: the $(wc -l <"$WORK/help") options of --help are those of docs/options.md"
 }
 
-for prog in starconv-train starconv-plan starconv-report; do
+for prog in starconv-train starconv-plan starconv-report starconv-data; do
   if "$TOP_BUILDDIR/$prog" --help >"$WORK/$prog.help" 2>&1; then
     compare "$prog" "$WORK/$prog.help"
   else

@@ -58,6 +58,8 @@ replay cfg "$CORPUS/cfg" "$big/cfg"
 replay net "$CORPUS/net" "$big/net"
 replay safetensors "$CORPUS/safetensors" "$big/safetensors"
 replay idx "$CORPUS/idx"
+# HDF5 files (a build with HDF5 only)
+[ ! -x "$TOP_BUILDDIR/tests/fuzz_replay_hdf5" ] || replay hdf5 "$CORPUS/hdf5"
 
 # expect NAME ARGS...: starconv-train exits with status 2 within 60 s and
 # prints exactly one line, on stderr.

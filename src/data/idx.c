@@ -4,6 +4,7 @@
 #endif
 #include "base/error.h"
 #include "src/data/dataset.h"
+#include "src/data/hdf5.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -228,6 +229,7 @@ SC_API void sc_dataset_free(struct sc_dataset *ds)
         return;
     free(ds->images);
     free(ds->labels);
+    sc_data_file_close(ds->file);
     memset(ds, 0, sizeof *ds);
 }
 

@@ -70,6 +70,8 @@ static double load_share(const struct sc_net *net, const struct sc_dataset *ds, 
  * INPUT_PIECE_SHARE of its worker's iteration; at most one per sample. */
 static int load_pieces(const struct sc_net *net, const struct sc_dataset *ds, int n)
 {
+    if (ds->file) /* a file's reads are serialized in the process: no gain in pieces */
+        return 1;
     double pieces = ceil(load_share(net, ds, n) / INPUT_PIECE_SHARE);
     return pieces < 1 ? 1 : pieces > n ? n : (int)pieces;
 }
@@ -212,6 +214,8 @@ static int load_slot(struct sc_net *net, const struct sc_dataset *ds, const int3
     int err;
     if (!in->planned && (err = plan_pieces(net, ds)))
         return err;
+    if (ds->file)
+        return sc_net_submit_file_load(net, ds, idx, &in->x[s], &in->labels[s], opts, in->name);
     for (int t = 0; t < D->ntiles; t++) {
         int n = first->tiles.n[t];
         err = 0;

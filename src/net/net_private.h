@@ -246,5 +246,11 @@ struct sc_box sc_net_need_x_box(struct need_ctx *c, int r);
  * l's input (and of the gradient it writes there). */
 int sc_net_plan_blocks(struct sc_net *net);
 int sc_net_x_block(const struct sc_net *net, int l);
+/* load_file.c: the load tasks of a data set read by tile from a file
+ * (ds->file) into the input tiles x and the loss's labels (one input
+ * slot's), with opts, named name in traces. */
+int sc_net_submit_file_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
+                            const struct sc_tensor *x, const struct sc_tensor *labels,
+                            const struct sc_task_opts *opts, const char *name);
 
 #endif

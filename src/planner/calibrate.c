@@ -3,6 +3,7 @@
  * looks up, and the data's loading (the runtime's task and communication
  * costs: calibrate_comm.c). */
 #include "src/planner/calibrate.h"
+#include "src/data/hdf5.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -597,7 +598,8 @@ int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct
     sc_net_label_shape(net, &oh, &ow);
     struct sc_synth_args a = sc_dataset_synth_args(ds, (struct sc_box){0, ds->h, 0, ds->w}, 1);
     size_t per = (size_t)ds->c * ds->h * ds->w, nl = (size_t)oh * ow;
-    int n = ds->n < 8 ? ds->n : 8;
+    int n = ds->n < 8 ? ds->n : 8, lh, lw;
+    sc_data_file_label_shape(ds, &lh, &lw);
     float *x = malloc(per * n * sizeof *x);
     int32_t *labels = malloc(per * sizeof *labels); /* sc_synth_sample's per-pixel labels, the most */
     double *t = malloc((size_t)reps * sizeof *t);
@@ -607,6 +609,11 @@ int sc_calibrate_load(struct sc_calib *c, const struct sc_net *net, const struct
     for (int r = -1; r < reps && !err; r++) { /* the first unmeasured: pages mapped */
         double t0 = now();
         for (int32_t i = 0; i < n; i++) {
+            if (ds->file) { /* read from the file, as a load task does */
+                struct sc_load_read req = {0, ds->c, 0, ds->h, 0, ds->w, 0, oh, 0, ow, lh ? oh * ow : 1, 1};
+                sc_data_file_read(ds->file, &req, &i, x + (size_t)i * per, labels);
+                continue;
+            }
             if (ds->synthetic) {
                 sc_synth_sample(&a, i, x + (size_t)i * per, labels);
                 sc_synth_labels(&a, oh, ow, (struct sc_box){0, oh, 0, ow}, &i, labels);

@@ -63,8 +63,8 @@ static const char usage[] =
     "                       or on its GPU (CUDA build; one process, kernels only: for\n"
     "                       a machine description's calibration record, --machine)\n"
     "  --data D             calibrate: also time loading the samples of D (a Fashion-MNIST\n"
-    "                       directory or synthetic:..., as starconv-train --data takes it),\n"
-    "                       which plans then count per input value a rank loads\n"
+    "                       directory, synthetic:... or hdf5:FILE, as starconv-train --data\n"
+    "                       takes it), which plans then count per input value a rank loads\n"
     "  --machine FILE       predict for the machine FILE describes (ranks per node, links,\n"
     "                       compute from a calibration made there or a roofline; see\n"
     "                       src/planner/machine.h and models/machines/) instead of this one: the\n"
@@ -307,11 +307,13 @@ static void quiet_barrier(MPI_Comm comm)
     }
 }
 
-/* The data set --data names, a synthetic one or a directory of
- * Fashion-MNIST's files. */
+/* The data set --data names: a synthetic one, an HDF5 file or a
+ * directory of Fashion-MNIST's files. */
 static int open_data(const char *spec, struct sc_dataset *ds)
 {
     int err = sc_dataset_synthetic(spec, 0, ds);
+    if (err == 1)
+        err = sc_dataset_hdf5(spec, 0, ds);
     if (err == 1)
         err = sc_dataset_load_idx(spec, "train", ds);
     return err ? sc_error(err, "--data: %s", sc_last_error()) : 0;

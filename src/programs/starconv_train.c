@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "src/data/hdf5.h"
 #include "src/programs/cli.h"
 #include "src/train/preempt.h"
 #include "src/train/train.h"
@@ -29,6 +30,10 @@ static const char usage[] =
     "                       per-pixel label that depends on each pixel's neighbourhood\n"
     "                       (like the mesh-tangling data of Dryden et al.; 1000 + 16)\n"
     "                       (Debian package dataset-fashion-mnist)\n"
+    "  --data hdf5:FILE[:KEY=VALUE,...]  an HDF5 file, each rank reading only its tiles'\n"
+    "                       blocks as training goes: images N x C x H x W (uint8, float16,\n"
+    "                       float32), labels N or N x H x W at the loss's resolution; keys\n"
+    "                       images=, labels=, classes=, split=K, test=FILE2 (docs/data.md)\n"
     "  --epochs N           passes over the training set; default 1\n"
     "  --iters N            stop after N iterations in all (0: initialize, save, stop)\n"
     "  --batch N            global batch, split evenly over the ranks; default 64\n"
@@ -143,7 +148,8 @@ static const char usage[] =
     "  --trace-iters A:B    the traced iterations, from 1; default the 10 up to iteration 15\n"
     "  --report             per rank: compute, communication, exposed communication,\n"
     "                       overlap ratio, idle time and images/s over the traced iterations;\n"
-    "                       then the tasks of an iteration by kind, and its FLOP rate\n"
+    "                       then the tasks of an iteration by kind, and its FLOP rate; with\n"
+    "                       --data hdf5:, the bytes each rank read and its time in reads\n"
     "  --peak GFLOPS        with --report: the fraction of this fp32 peak of all the cores\n"
     "                       the job runs on (bench/starconv-bench peak measures it)\n"
     "  -h, --help           this text\n"
@@ -465,7 +471,19 @@ static int check_data(const struct sc_net *net, const struct sc_dataset *ds, con
     if (ds->c != net->input.c || ds->h != net->input.h || ds->w != net->input.w)
         return sc_error(SC_ERR_SHAPE, "%s: samples are %dx%dx%d but the model's input is %dx%dx%d", dir, ds->c, ds->h,
                         ds->w, net->input.c, net->input.h, net->input.w);
-    if (!net->layers[net->nlayers - 1].whole_sample && ds->synthetic != 1 + SC_SYNTH_MESH)
+    int lh, lw, oh, ow, whole = net->layers[net->nlayers - 1].whole_sample;
+    sc_data_file_label_shape(ds, &lh, &lw);
+    sc_net_label_shape(net, &oh, &ow);
+    if (ds->file && whole && lh)
+        return sc_error(SC_ERR_SHAPE, "%s: labels are %dx%d a sample but the model's loss takes one label a sample",
+                        dir, lh, lw);
+    if (ds->file && !whole && !lh)
+        return sc_error(SC_ERR_SHAPE, "%s: one label a sample, but the model's per-pixel loss needs N x %d x %d labels",
+                        dir, oh, ow);
+    if (ds->file && !whole && (lh != oh || lw != ow))
+        return sc_error(SC_ERR_SHAPE, "%s: labels are %dx%d a sample but the model's per-pixel loss is %dx%d", dir, lh,
+                        lw, oh, ow);
+    if (!whole && !ds->file && ds->synthetic != 1 + SC_SYNTH_MESH)
         return sc_error(SC_ERR_ARG, "%s: a per-pixel [softmax] needs per-pixel labels (--data synthetic-mesh:SIZE)",
                         dir);
     if (ds->classes != net->classes)
@@ -483,6 +501,50 @@ static int train_status(int err)
     if (err == SC_ERR_NONFINITE)
         return 3;
     return err ? 1 : 0;
+}
+
+/* --data DIR (IDX files) or hdf5:FILE: the training and held-out sets. */
+static int load_files(const struct sc_train_opts *o, struct sc_dataset *train, struct sc_dataset *test)
+{
+    int err = sc_dataset_hdf5(o->data, 0, train);
+    if (err == 1)
+        return (err = sc_dataset_load_idx(o->data, "train", train)) ? err : sc_dataset_load_idx(o->data, "t10k", test);
+    return err ? err : sc_dataset_hdf5(o->data, 1, test);
+}
+
+/* An HDF5 file may hold no held-out samples; --test needs some. */
+static int check_held_out(const struct sc_train_opts *o, const struct sc_dataset *train, const struct sc_dataset *test)
+{
+    if (o->test && train->file && !test->n)
+        return sc_error(SC_ERR_ARG,
+                        "--data %s: no held-out samples for --test (give split=K, test=FILE2, or data sets "
+                        "test_images and test_labels), or pass --test off",
+                        o->data);
+    return 0;
+}
+
+/* --report with a data set read from a file: what each rank read. */
+static void report_reads(const struct sc_runtime *rt, const struct sc_dataset *train, const struct sc_dataset *test)
+{
+    struct sc_data_file_stats a, b;
+    sc_data_file_stats(train, &a);
+    sc_data_file_stats(test, &b);
+    double mine[4] = {(double)(a.bytes + b.bytes), (double)(a.image_bytes + b.image_bytes),
+                      (double)(a.image_reads + b.image_reads), a.seconds + b.seconds};
+    double *all = rt->rank == 0 ? malloc(sizeof mine * rt->size) : NULL;
+    if (rt->rank == 0 && !all)
+        return;
+    MPI_Gather(mine, 4, MPI_DOUBLE, all, 4, MPI_DOUBLE, 0, rt->ctl);
+    if (rt->rank != 0)
+        return;
+    printf("input read from %s (a sample is %.0f bytes as stored):\n", sc_data_file_name(train), a.sample_bytes);
+    printf("  rank        bytes  blocks  of a sample  seconds\n");
+    for (int r = 0; r < rt->size; r++) {
+        const double *v = all + 4 * r;
+        printf("  %4d %12.0f %7.0f %11.1f%% %8.3f\n", r, v[0], v[2],
+               v[2] > 0 && a.sample_bytes > 0 ? 100 * v[1] / v[2] / a.sample_bytes : 0.0, v[3]);
+    }
+    free(all);
 }
 
 int main(int argc, char **argv)
@@ -515,9 +577,10 @@ int main(int argc, char **argv)
         return fail(SC_EXIT_BAD_INPUT, sc_last_error());
     if (!on_disk)
         sc_dataset_synthetic(o.data, 1, &test);
-    if ((err = sc_net_parse(o.model, &net)) || (on_disk && (err = sc_dataset_load_idx(o.data, "train", &train))) ||
-        (err = check_data(net, &train, o.data)) || (on_disk && (err = sc_dataset_load_idx(o.data, "t10k", &test))) ||
-        (err = check_data(net, &test, o.data)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
+    if ((err = sc_net_parse(o.model, &net)) || (on_disk && (err = load_files(&o, &train, &test))) ||
+        (err = check_data(net, &train, o.data)) ||
+        ((test.n || !train.file) && (err = check_data(net, &test, o.data))) ||
+        (err = check_held_out(&o, &train, &test)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
         (o.resume && (err = sc_train_check_resume(&o, &train, ck))) ||
         (o.save && (err = check_writable("save", o.save))) ||
         (o.metrics && (err = check_writable("metrics", o.metrics))) ||
@@ -568,6 +631,8 @@ int main(int argc, char **argv)
             err = sc_checkpoint_apply(net, ck);
         if (!err)
             err = sc_train_run(&o, &rt, net, &train, &test);
+        if (!err && o.report && train.file)
+            report_reads(&rt, &train, &test);
         status = train_status(err);
         if (err > 0)
             err = 0;
