@@ -107,6 +107,7 @@ expect "bad mesh size" "expected synthetic-mesh:SIZE" 1 $L --data synthetic-mesh
 expect "synthetic data of the wrong shape" "samples are 3x32x32 but the model's input is 1x28x28" 1 $L --data synthetic:3x32x32:10
 expect "bad --mem-limit" "--mem-limit: 'lots'" 1 $L --data "$DATA" --mem-limit lots
 expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L --data "$DATA" --collectives mpi
+expect "bad --layouts" "--layouts: 'nhwc' is neither blocked nor nchw" 1 $L --data "$DATA" --layouts nhwc
 expect "bad --denormals" "--denormals: 'zero' is neither keep nor flush" 1 $L --data "$DATA" --denormals zero
 # Without a GPU (or NCCL) here, asking for NCCL is a clear error, not a hang.
 expect "--collectives nccl without NCCL or a CUDA worker" \
