@@ -131,6 +131,26 @@ static void test_gradients(void)
 
     struct sc_comm_opts c;
     sc_comm_opts_default(&c);
+    /* backward order: fc (n4), two convolutions c4, one n2c2, one n4 */
+    const struct sc_grid *walk[] = {&n4, &c4, &c4, &n2c2, &n4};
+    double bytes[] = {3 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20};
+    int bucket[5], nb;
+    sc_comm_opts_parse_grad("end", &c);
+    nb = sc_rule_buckets(&c, 5, walk, bytes, bucket);
+    check(nb == 4 && bucket[0] == 0 && bucket[1] == 1 && bucket[2] == 1 && bucket[3] == 2 && bucket[4] == 3,
+          "end: a bucket wherever the ranks that sum change (%d buckets: %d %d %d %d %d)", nb, bucket[0], bucket[1],
+          bucket[2], bucket[3], bucket[4]);
+    sc_comm_opts_parse_grad("bucket:1", &c);
+    nb = sc_rule_buckets(&c, 5, walk, bytes, bucket);
+    check(nb == 5 && bucket[2] == 2, "bucket:1: each conv's 1 MiB closes its bucket (%d buckets)", nb);
+    sc_comm_opts_parse_grad("bucket:2", &c);
+    nb = sc_rule_buckets(&c, 5, walk, bytes, bucket);
+    check(nb == 4 && bucket[1] == bucket[2], "bucket:2: the two c4 convolutions share one (%d buckets)", nb);
+    sc_comm_opts_parse_grad("chunks:2", &c);
+    const struct sc_grid *same[] = {&n4, &n4, &n4, &n4, &n4};
+    nb = sc_rule_buckets(&c, 5, same, bytes, bucket);
+    check(nb == 2 && bucket[1] == 0 && bucket[2] == 1 && bucket[4] == 1, "chunks:2: the last 2 layers, then the rest");
+    sc_comm_opts_default(&c);
     check(sc_rule_bucket_bytes(25) == 25.0 * 1024 * 1024, "bucket:25 holds 25 MiB (%.0f bytes)",
           sc_rule_bucket_bytes(25));
     sc_comm_opts_parse_grad("bucket:1", &c);

@@ -139,6 +139,20 @@ int sc_rule_bucket_closed(const struct sc_comm_opts *c, int walked, double bytes
     return 1;
 }
 
+int sc_rule_buckets(const struct sc_comm_opts *c, int n, const struct sc_grid *const *grid, const double *bytes,
+                    int *bucket)
+{
+    int nb = 0, first = 0;
+    double filled = 0;
+    for (int i = 0; i < n; i++) {
+        if (!i || sc_rule_bucket_closed(c, i, filled) || !sc_rule_same_grad_ranks(grid[first], grid[i]))
+            nb++, first = i, filled = 0;
+        bucket[i] = nb - 1;
+        filled += bytes[i];
+    }
+    return nb;
+}
+
 /* ---- --fc-replicate ---- */
 
 int sc_rule_replicable(const struct sc_layer *l)

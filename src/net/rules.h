@@ -58,7 +58,13 @@ int sc_rule_same_grad_ranks(const struct sc_grid *a, const struct sc_grid *b);
  * walked in backward order, and the next one starts a new bucket where
  * the bucket before it is closed (sc_rule_bucket_closed) or sums its
  * gradients over other ranks (sc_rule_same_grad_ranks).
- * Closed, after walked layers of the walk (0: none yet) with bytes of
+ * sc_rule_buckets is that walk: the n layers' grids and bytes of gradient
+ * (the rank's share), in backward order, into bucket[i], each layer's
+ * bucket (0, 1, ... in the walk's order); returns how many buckets.
+ * The setup makes its buckets so, the planner prices them so. */
+int sc_rule_buckets(const struct sc_comm_opts *c, int n, const struct sc_grid *const *grid, const double *bytes,
+                    int *bucket);
+/* Closed, after walked layers of the walk (0: none yet) with bytes of
  * gradients in it: under layer every bucket, under end none, under
  * chunks:K the first after K layers, under bucket:MB one that holds MB
  * MiB or more. */

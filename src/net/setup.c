@@ -216,24 +216,27 @@ static int param_segment(struct sc_net *net, int l, int *members)
     return sc_grid_segment(&D->ld[l].xch.lin.grid, D->rt->rank, SC_RULE_GRAD_DIMS, members);
 }
 
-/* Which layers share a collective: walk the layers with parameters (and no
- * replication) in backward order and cut buckets by the policy, and where
- * the ranks that reduce them change (channel splitting; rules.h). */
+/* Which layers share a collective: the layers with parameters (and no
+ * replication) in backward order, cut into buckets by the policy and where
+ * the ranks that reduce them change (channel splitting; sc_rule_buckets). */
 static int plan_buckets(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
-    int order[net->nlayers], n = 0;
+    int order[net->nlayers], bucket_of[net->nlayers], n = 0;
+    const struct sc_grid *grid[net->nlayers];
+    double bytes[net->nlayers];
     for (int l = net->nlayers - 1; l >= 0; l--)
-        if (share_of(net, l)->nparams && !D->ld[l].replica.on)
+        if (share_of(net, l)->nparams && !D->ld[l].replica.on) {
+            grid[n] = &D->ld[l].xch.lin.grid;
+            bytes[n] = (double)(share_of(net, l)->nparams * sizeof(float));
             order[n++] = l;
-    ALLOC_ARRAY(D->buckets, n);
-    for (int i = 0; i < n; i++) {
-        struct bucket *b = D->nbuckets ? &D->buckets[D->nbuckets - 1] : NULL;
-        if (!b || sc_rule_bucket_closed(&D->comm, i, (double)(b->n * sizeof(float))) ||
-            !sc_rule_same_grad_ranks(&D->ld[b->layer[0]].xch.lin.grid, &D->ld[order[i]].xch.lin.grid)) {
-            b = &D->buckets[D->nbuckets++];
-            ALLOC_ARRAY(b->layer, n);
         }
+    ALLOC_ARRAY(D->buckets, n);
+    D->nbuckets = sc_rule_buckets(&D->comm, n, grid, bytes, bucket_of);
+    for (int i = 0; i < n; i++) {
+        struct bucket *b = &D->buckets[bucket_of[i]];
+        if (!b->layer)
+            ALLOC_ARRAY(b->layer, n);
         struct layer_data *d = &D->ld[order[i]];
         d->params.bucket = (int)(b - D->buckets);
         d->params.offset = b->n;

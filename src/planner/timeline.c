@@ -119,14 +119,29 @@ double plan_gather_time(const struct model *m, const struct sc_layer *l, int gro
     return 0.5 * (sc_calib_allreduce(m->c, group, x) + sc_calib_allreduce(m->c, group, dy));
 }
 
-/* The node whose gradient is reduced next in backward after v's (one
- * with parameters that is not replicated), -1: none. */
-static int next_reduced(const struct graph *G, const int *choice, const int *rep, int v)
+/* The network's buckets under pol (bucket, end) for choice, as the setup
+ * cuts them (sc_rule_buckets): closes[v] is 1 where node v's gradient is
+ * the last of its bucket in backward order. */
+static void network_buckets(const struct model *m, const struct graph *G, const int *choice, const int *rep,
+                            enum policy pol, int *closes)
 {
-    for (int u = v - 1; u >= 0; u--)
-        if (G->node[u].cand[choice[u]].ar_bytes > 0 && !rep[u])
-            return u;
-    return -1;
+    struct sc_comm_opts cut = {.grad_comm = pol == POL_BUCKET ? SC_GRAD_BUCKET : SC_GRAD_END,
+                               .bucket_mb = m->bucket_mb};
+    int walk[G->n], bucket_of[G->n], n = 0;
+    const struct sc_grid *grid[G->n];
+    double bytes[G->n];
+    for (int v = G->n - 1; v >= 0; v--) {
+        const struct cand *c = &G->node[v].cand[choice[v]];
+        closes[v] = 0;
+        if (c->ar_bytes > 0 && !rep[v]) {
+            grid[n] = &c->g;
+            bytes[n] = c->ar_bytes;
+            walk[n++] = v;
+        }
+    }
+    sc_rule_buckets(&cut, n, grid, bytes, bucket_of);
+    for (int i = 0; i < n; i++)
+        closes[walk[i]] = i == n - 1 || bucket_of[i + 1] != bucket_of[i];
 }
 
 /* Forward, then backward layer by layer from the last (rounds: the
@@ -155,14 +170,10 @@ static double timeline(const struct model *m, const struct graph *G, const int *
      * and which flow carries each node's gradient (-1: none). */
     double arr[2 * G->n + 1], work[2 * G->n + 1], done[2 * G->n + 1];
     int flow_of[G->n], bucket[G->n], nflows = 0, nbucket = 0;
-    double chan = 0, upd = 0, pending = 0, filled = 0;
-    int group = 0, walked = 0, rep[G->n];
-    /* The grid of the open bucket's first layer (NULL: none open), and
-     * the policy as the network's setup cuts buckets under it. */
-    const struct sc_grid *open = NULL;
-    struct sc_comm_opts cut = {.grad_comm = pol == POL_BUCKET ? SC_GRAD_BUCKET : SC_GRAD_END,
-                               .bucket_mb = m->bucket_mb};
+    double chan = 0, upd = 0, pending = 0;
+    int group = 0, rep[G->n], closes[G->n];
     plan_replicated(m, G, rep);
+    network_buckets(m, G, choice, rep, pol, closes);
 #define FLOW(at, w) (arr[nflows] = (at), work[nflows] = (w), nflows++)
 /* The collective of the bucket's pending bytes over group, issued now:
  * one flow on the wire for every layer in the bucket. */
@@ -220,29 +231,19 @@ static double timeline(const struct model *m, const struct graph *G, const int *
             wire += c->ar_time;
             continue;
         }
-        /* bucket, end: the network's buckets (src/net/rules.h), one
-         * collective each over more than one rank.  Where the ranks that
-         * sum the gradients change, the runtime cuts a bucket under end
-         * too, and starts its collective as soon as its last layer's
-         * gradients are ready (src/net/step.c): during backward, as a
-         * bucket's. */
-        if (!open)
-            open = &c->g, group = c->group, filled = 0;
-        filled += c->ar_bytes;
+        /* bucket, end: the network's buckets, one collective each over
+         * more than one rank (its layers sum over the same ranks), which
+         * the runtime starts as soon as its last layer's gradients are
+         * ready (src/net/step.c): where the ranks change, during
+         * backward under end too. */
+        group = c->group;
         if (group > 1) {
             pending += c->ar_bytes;
             bucket[nbucket++] = v;
-        }
-        int u = next_reduced(G, choice, rep, v);
-        if (sc_rule_bucket_closed(&cut, ++walked, filled) ||
-            (u >= 0 && !sc_rule_same_grad_ranks(open, &G->node[u].cand[choice[u]].g))) {
-            if (group > 1)
+            if (closes[v])
                 ISSUE_BUCKET(v > 0, c->task_b);
-            open = NULL;
         }
     }
-    if (open && group > 1 && pending > 0)
-        ISSUE_BUCKET(0, 0);
 #undef FLOW
 #undef ISSUE_BUCKET
     share_wire(nflows, arr, work, done);
