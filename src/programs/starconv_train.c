@@ -155,14 +155,14 @@ static const char usage[] =
     "  -h, --help           this text\n"
     "\n"
     "Bad input (options, cfg, data, checkpoint) exits with status 2 and a one-line error;\n"
-    "a diverged training (NaN or Inf) with status 3; a rank that stops responding ends\n"
-    "the job with status 4 (mpirun's own status when it notices a dead rank first); a\n"
-    "kernel that fails (a oneDNN, cuDNN, cuBLAS or CUDA error, memory) ends it at the\n"
-    "next progress line, checkpoint or evaluation with status 1, naming the kernel, its\n"
-    "rank and worker and the cause, and writes no checkpoint after it; a checkpoint or\n"
-    "trace that cannot be written (full disk) ends it with status 1, the previous file\n"
-    "intact; a signal under --checkpoint-signal ends it with status 75 once its\n"
-    "checkpoint is written.\n";
+    "a diverged training (NaN or Inf) with status 3; a rank that stops responding, or a\n"
+    "job that stalls (--stall-timeout), ends the job with status 4 (mpirun's own status\n"
+    "when it notices a dead rank first); a kernel that fails (a oneDNN, cuDNN, cuBLAS\n"
+    "or CUDA error, memory) ends it at the next progress line, checkpoint or evaluation\n"
+    "with status 1, naming the kernel, its rank and worker and the cause, and writes no\n"
+    "checkpoint after it; a checkpoint or trace that cannot be written (full disk) ends\n"
+    "it with status 1, the previous file intact; a signal under --checkpoint-signal ends\n"
+    "it with status 75 once its checkpoint is written.\n";
 
 static int fail(int status, const char *msg)
 {
