@@ -48,8 +48,47 @@ static void conv_mds(struct conv_mds *m, const struct sc_conv_args *a, int user,
                 pad_r = {sc_pad_r((a)->h, (a)->kh, (a)->sh, (a)->ph, (a)->oh),                                         \
                          sc_pad_r((a)->w, (a)->kw, (a)->sw, (a)->pw, (a)->ow)}
 
+/* Whether oneDNN fell back to its reference implementation, which runs
+ * orders of magnitude below its JIT kernels: it does so for some shapes
+ * (a spatial size below the kernel's, e.g.) on the caller's blocked
+ * layouts while it has a JIT kernel on layouts of its own choice. */
+static int pd_is_ref(const_dnnl_primitive_desc_t pd)
+{
+    const char *impl = NULL;
+    return pd && dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) == dnnl_success && impl &&
+           !strncmp(impl, "ref", 3);
+}
+
+/* a on layouts oneDNN chooses for every tensor: the retry for a primitive
+ * that got the reference implementation on the caller's (reorders then
+ * bridge the caller's layouts). */
+static int conv_args_unblocked(const struct sc_conv_args *a, struct sc_conv_args *out)
+{
+    *out = *a;
+    out->xblk = out->yblk = 0;
+    return a->xblk || a->yblk;
+}
+
+static dnnl_primitive_desc_t conv_fwd_pd_on(const struct sc_conv_args *a, int relu);
+
 /* The forward descriptor, also the hint the backward primitives need. */
 static dnnl_primitive_desc_t conv_fwd_pd(const struct sc_conv_args *a, int relu)
+{
+    struct sc_conv_args u;
+    dnnl_primitive_desc_t pd = conv_fwd_pd_on(a, relu);
+    if (pd_is_ref(pd) && conv_args_unblocked(a, &u)) {
+        dnnl_primitive_desc_t jit = conv_fwd_pd_on(&u, relu);
+        if (jit && !pd_is_ref(jit)) {
+            dnnl_primitive_desc_destroy(pd);
+            return jit;
+        }
+        if (jit)
+            dnnl_primitive_desc_destroy(jit);
+    }
+    return pd;
+}
+
+static dnnl_primitive_desc_t conv_fwd_pd_on(const struct sc_conv_args *a, int relu)
 {
     struct conv_mds m;
     dnnl_convolution_desc_t d;
@@ -134,53 +173,65 @@ static void *conv_fwd_create(const void *key)
     return conv_prim_make(conv_fwd_pd(a, a->relu), u, q, 2, a->nobias ? NULL : &m.b);
 }
 
-static void *conv_bwd_data_create(const void *key)
+/* A backward primitive's descriptor (filter: weights, else data) on the
+ * layouts a gives for what the caller holds blocked and oneDNN's choice
+ * for the rest. */
+static dnnl_primitive_desc_t conv_bwd_pd_on(const struct sc_conv_args *a, int filter)
 {
-    const struct sc_conv_args *a = key;
-    struct conv_mds m, any;
+    struct conv_mds any;
     dnnl_convolution_desc_t d;
     dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
     CONV_GEOMETRY(a);
-    conv_mds(&m, a, 1, 0);
-    /* Blocking pads c to 16: for a few input channels the plain
-     * (gemm-based) kernel is faster, the padded channels being mostly
-     * zeros. */
-    conv_mds(&any, a, 0, a->c <= 4);
-    if (hint &&
-        dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w, &any.y, strides, pad_l,
-                                                 pad_r) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &d, NULL, sc_dnnl_engine(), hint) != dnnl_success)
+    /* Blocking pads c to a whole block: for a few input channels the plain
+     * (gemm-based) kernels are faster, the padded channels being mostly
+     * zeros, and than a blocked one with the reorders of x and dy. */
+    conv_mds(&any, a, 0, sc_conv_few_channels(a->c));
+    dnnl_status_t st =
+        filter ? dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
+                                                             a->nobias ? NULL : &any.b, &any.y, strides, pad_l, pad_r)
+               : dnnl_convolution_backward_data_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w, &any.y, strides,
+                                                          pad_l, pad_r);
+    if (hint && st == dnnl_success && dnnl_primitive_desc_create(&pd, &d, NULL, sc_dnnl_engine(), hint) != dnnl_success)
         pd = NULL;
     if (hint)
         dnnl_primitive_desc_destroy(hint);
+    return pd;
+}
+
+static dnnl_primitive_desc_t conv_bwd_pd(const struct sc_conv_args *a, int filter)
+{
+    struct sc_conv_args u;
+    dnnl_primitive_desc_t pd = conv_bwd_pd_on(a, filter);
+    if (pd_is_ref(pd) && conv_args_unblocked(a, &u)) {
+        dnnl_primitive_desc_t jit = conv_bwd_pd_on(&u, filter);
+        if (jit && !pd_is_ref(jit)) {
+            dnnl_primitive_desc_destroy(pd);
+            return jit;
+        }
+        if (jit)
+            dnnl_primitive_desc_destroy(jit);
+    }
+    return pd;
+}
+
+static void *conv_bwd_data_create(const void *key)
+{
+    const struct sc_conv_args *a = key;
+    struct conv_mds m;
+    conv_mds(&m, a, 1, 0);
     const dnnl_memory_desc_t *u[3] = {&m.y, &m.w, &m.x};
     const dnnl_query_t q[3] = {dnnl_query_diff_dst_md, dnnl_query_weights_md, dnnl_query_diff_src_md};
-    return conv_prim_make(pd, u, q, 2, NULL);
+    return conv_prim_make(conv_bwd_pd(a, 0), u, q, 2, NULL);
 }
 
 static void *conv_bwd_filter_create(const void *key)
 {
     const struct sc_conv_args *a = key;
-    struct conv_mds m, any;
-    dnnl_convolution_desc_t d;
-    dnnl_primitive_desc_t hint = conv_fwd_pd(a, 0), pd = NULL;
-    CONV_GEOMETRY(a);
+    struct conv_mds m;
     conv_mds(&m, a, 1, 0);
-    /* As for backward data: with a few input channels the plain
-     * (gemm-based) kernel is faster than a blocked one with the reorders
-     * of x and dy it needs. */
-    conv_mds(&any, a, 0, a->c <= 4);
-    if (hint &&
-        dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
-                                                    a->nobias ? NULL : &m.b, &any.y, strides, pad_l,
-                                                    pad_r) == dnnl_success &&
-        dnnl_primitive_desc_create(&pd, &d, NULL, sc_dnnl_engine(), hint) != dnnl_success)
-        pd = NULL;
-    if (hint)
-        dnnl_primitive_desc_destroy(hint);
     const dnnl_memory_desc_t *u[3] = {&m.x, &m.y, &m.w};
     const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_diff_dst_md, dnnl_query_diff_weights_md};
-    return conv_prim_make(pd, u, q, 2, a->nobias ? NULL : &m.b);
+    return conv_prim_make(conv_bwd_pd(a, 1), u, q, 2, a->nobias ? NULL : &m.b);
 }
 
 /* Runs a cached primitive on (in0, in1) -> out, plus bias if any; the
@@ -251,4 +302,9 @@ int sc_conv_act_block(const struct sc_conv_args *a)
         blk = (int)md->format_desc.blocking.inner_blks[0];
     dnnl_primitive_desc_destroy(pd);
     return blk == 8 || blk == 16 ? blk : 0;
+}
+
+int sc_conv_few_channels(int c)
+{
+    return c <= 4;
 }

@@ -46,6 +46,10 @@ struct sc_pool_args {
 };
 /* Bytes of the max-pooling workspace for these args (0 for average). */
 size_t sc_pool_workspace_bytes(const struct sc_pool_args *a);
+/* Whether max pooling a runs faster on NCHW than blocked: the 2x2
+ * stride-2 windows have a vector path on NCHW that the blocked loops
+ * lack, which costs more than the reorders it saves. */
+int sc_pool_max_prefers_nchw(const struct sc_pool_args *a);
 /* The implementation pooling runs with, into buf: "starconv:nchw" for max
  * pooling, oneDNN's name for average pooling (e.g. "jit:avx2"); 0, or -1
  * when there is none. */
@@ -126,6 +130,11 @@ void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const str
  * -1 when oneDNN has none.  Users read it to see which ISA their
  * convolutions run in. */
 int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n);
+/* Whether a convolution of c input channels computes its weight gradient
+ * on plain NCHW (a GEMM): oneDNN's blocked kernels pad c to a whole block
+ * and run far below peak for a few channels.  Its output gradient is then
+ * best NCHW too, or it is reordered each iteration. */
+int sc_conv_few_channels(int c);
 /* The channel block of the activation layout oneDNN prefers for a's
  * forward convolution on this CPU (8 for nChw8c, 16 for nChw16c), 0 when
  * it prefers a layout without one block of channels (or has none). */

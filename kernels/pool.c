@@ -241,6 +241,11 @@ static int is_2x2(const struct sc_pool_args *a)
     return a->kh == 2 && a->kw == 2 && a->sh == 2 && a->sw == 2 && !a->ph && !a->pw && !ws_wide(a);
 }
 
+int sc_pool_max_prefers_nchw(const struct sc_pool_args *a)
+{
+    return is_2x2(a);
+}
+
 static void max_fwd(const struct sc_pool_args *a, const float *x, float *y, void *ws)
 {
     int wide = ws_wide(a);

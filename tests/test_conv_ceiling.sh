@@ -37,5 +37,15 @@ STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" --data "$DATA" --model "$MODELS/lenet.cfg" --
 grep -q "; convolutions on CPU: oneDNN $impl\$" "$WORK/train.out" ||
   fail "the setup line does not name oneDNN $impl: $(grep parameters "$WORK/train.out")"
 
-[ "$failures" -eq 0 ] && ok "sc-conv-ceiling: refusals and FLOP counts"
+# No convolution runs oneDNN's reference implementation, which it picks
+# for some shapes on the blocked layouts (mesh128's 128-channel 2x2
+# layers' weight gradient, 300 times slower than its JIT kernel on
+# layouts of its own).
+ONEDNN_VERBOSE=1 STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" --data synthetic-mesh:128 --model "$MODELS/mesh128.cfg" --batch 2 \
+  --iters 2 --test off >"$WORK/verbose.out" 2>&1 || fail "starconv-train mesh128: $(tail -n 2 "$WORK/verbose.out")"
+grep -q "exec,cpu,convolution,jit" "$WORK/verbose.out" || fail "ONEDNN_VERBOSE=1 printed no convolution"
+refs=$(grep "exec,cpu,convolution,ref" "$WORK/verbose.out" | cut -d, -f4-7 | sort -u)
+[ -z "$refs" ] || fail "convolutions in oneDNN's reference implementation: $refs"
+
+[ "$failures" -eq 0 ] && ok "sc-conv-ceiling: refusals and FLOP counts; no convolution in oneDNN's reference implementation"
 finish

@@ -84,7 +84,7 @@ static int conv_shapes(struct sc_layer *l, int max_n)
     l->nparams = nw + (p->bias ? p->filters : 0);
     l->ntensors = p->bias ? 2 : 1;
     l->mixes_channels = 1;
-    l->layouts = SC_LAYOUTS_ANY;
+    l->layouts = sc_conv_few_channels(l->in.c) ? SC_LAYOUTS_NCHW : SC_LAYOUTS_ANY;
     l->tensors[0] = (struct sc_param_tensor){"weight", 4, {p->filters, l->in.c, p->size, p->size}, 0, nw};
     l->tensors[1] = (struct sc_param_tensor){"bias", 1, {p->filters}, nw, (size_t)p->filters};
     l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, oh};

@@ -76,7 +76,7 @@ static int pool_shapes(struct sc_layer *l, int max_n)
     l->win_r = (struct sc_window){p->size, p->stride, p->pad, l->in.h, l->out.h};
     l->win_c = (struct sc_window){p->size, p->stride, p->pad, l->in.w, l->out.w};
     l->bwd_reads_x = p->max;
-    l->layouts = p->max ? SC_LAYOUTS_SAME : SC_LAYOUTS_NCHW;
+    l->layouts = p->max && !sc_pool_max_prefers_nchw(&a) ? SC_LAYOUTS_SAME : SC_LAYOUTS_NCHW;
     l->reads_dy_only = 1;
     snprintf(p->fwd, sizeof(p->fwd), "%s.fwd", l->name);
     snprintf(p->bwd, sizeof(p->bwd), "%s.bwd", l->name);
