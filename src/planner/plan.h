@@ -52,6 +52,8 @@ struct sc_plan_opts {
     int segment_kb;        /* as --comm-segment KB: the ring's segments in training;
                             * 0: auto, what the runtime's rule gives the
                             * calibration's link (base/ring_segment.h) */
+    int accumulate;        /* as --accumulate K: K micro-batches of batch per
+                            * iteration, their gradients reduced once (0: 1) */
 };
 
 /* The margin starconv-plan and starconv-train give a mixed plan.  Its
