@@ -364,7 +364,7 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         err = sc_cli_long(name, arg, 1, 1 << 20, &v), o->batch = (int)v;
         break;
     case 1050:
-        err = sc_cli_int(name, arg, 1, SC_ACCUMULATE_MAX, &o->comm.accumulate);
+        err = sc_cli_accumulate(name, arg, &o->comm.accumulate);
         break;
     case 's':
         err = sc_cli_long(name, arg, 0, LONG_MAX, &v), o->seed = (uint64_t)v;
