@@ -11,8 +11,13 @@
 # ends on the bytes of an uninterrupted one, and a resume with another K
 # is refused; (e) PyTorch's gradient accumulation (backward() on each
 # micro-batch's loss / K, one SGD step) from the same initial checkpoint
-# gives the same weights and momentum within 1e-5 relative (skipped
-# without Debian's python3-torch).
+# gives the same weights and momentum within 1e-5 relative, lenet on 2
+# ranks and the residual network with batch normalization (statistics
+# per micro-batch, running ones updated by each, num_batches_tracked K an
+# iteration) on 1 (skipped without Debian's python3-torch); (f) a NaN in
+# the second micro-batch of iteration 3: --nonfinite stop names the
+# iteration and the input, --nonfinite skip skips the whole iteration (3
+# iterations end where 2 end, bit for bit; --fc-replicate 1 too).
 . "$TOP_SRCDIR/tests/common.sh"
 
 LENET="--model $MODELS/lenet.cfg --test off --seed 7 --lr 0.05 --momentum 0.9 --weight-decay 0.001"
@@ -86,7 +91,8 @@ fi
 # (e) PyTorch's replay
 PY=/usr/bin/python3
 if [ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
-  TORCH="--model $MODELS/lenet.cfg --test off --seed 3 --lr 0.02 --momentum 0.9 --weight-decay 0.001 --shuffle off"
+  SGD="--test off --seed 3 --lr 0.02 --momentum 0.9 --weight-decay 0.001 --shuffle off"
+  TORCH="--model $MODELS/lenet.cfg $SGD"
   run 1 1 $TORCH --batch 8 --accumulate 4 --iters 0 --save "$WORK/init.st" >/dev/null 2>&1 || fail "torch: init"
   run 2 1 $TORCH --batch 8 --accumulate 4 --iters 4 --save "$WORK/final.st" >/dev/null 2>&1 || fail "torch: 4 steps"
   if "$PY" "$TOP_SRCDIR/bench/torch_check.py" --model "$MODELS/lenet.cfg" --init "$WORK/init.st" \
@@ -97,8 +103,43 @@ if [ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
     fail "PyTorch's gradient accumulation differs"
     cat "$WORK/torch"
   fi
+  RES="--model $TOP_SRCDIR/tests/models/residual.cfg $SGD"
+  run 1 1 $RES --batch 8 --accumulate 4 --iters 0 --save "$WORK/rinit.st" >/dev/null 2>&1 || fail "residual: init"
+  run 1 1 $RES --batch 8 --accumulate 4 --iters 2 --save "$WORK/rfinal.st" >/dev/null 2>&1 || fail "residual: 2 steps"
+  if "$PY" "$TOP_SRCDIR/bench/torch_check.py" --model "$TOP_SRCDIR/tests/models/residual.cfg" --init "$WORK/rinit.st" \
+    --final "$WORK/rfinal.st" --iters 2 --batch 8 --accumulate 4 --lr 0.02 --momentum 0.9 --weight-decay 0.001 \
+    --tol 1e-5 --data "$DATA" >"$WORK/torch" 2>&1 && grep -q 'num_batches_tracked *scalar *8, torch 8$' "$WORK/torch"; then
+    ok "PyTorch's gradient accumulation, residual.cfg (BN), 2 steps of 4 x 8: $(grep '^max relative' "$WORK/torch")"
+  else
+    fail "PyTorch's gradient accumulation on residual.cfg differs"
+    cat "$WORK/torch"
+  fi
 else
   echo "# $PY cannot import torch: the PyTorch replay is not run"
 fi
+
+# (f) sample 37 of 16 an iteration (file order): iteration 3, micro-batch 2
+nan="--model $MODELS/lenet.cfg --batch 4 --accumulate 4 --shuffle off --test off --data synthetic:1x28x28:10:nan=37"
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --iters 6 >/dev/null 2>"$WORK/err"
+rc=$?
+line=$(grep '^starconv-train:' "$WORK/err")
+if [ $rc -eq 3 ] && echo "$line" | grep -q "iteration 3: a NaN or Inf, first in the input samples"; then
+  ok "a NaN in a micro-batch, --nonfinite stop: $line"
+else
+  fail "a NaN in a micro-batch, --nonfinite stop: status $rc (want 3): $line"
+fi
+for variant in "--fc-replicate 0" "--fc-replicate 1"; do
+  # shellcheck disable=SC2086 # $variant is two words
+  STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan $variant --iters 3 --nonfinite skip --save "$WORK/s3.st" >"$WORK/out" 2>&1
+  rc=$?
+  # shellcheck disable=SC2086
+  STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan $variant --iters 2 --save "$WORK/s2.st" >/dev/null 2>&1
+  if [ $rc -eq 0 ] && grep -q "3 iterations.*, 1 batches skipped" "$WORK/out" &&
+    "$COMPARE" "$WORK/s3.st" "$WORK/s2.st" 0 ignore=optimizer.iteration >/dev/null; then
+    ok "a NaN in a micro-batch, --nonfinite skip $variant: the whole iteration skipped, weights of iteration 2"
+  else
+    fail "a NaN in a micro-batch, --nonfinite skip $variant: status $rc, or the weights moved"
+  fi
+done
 
 finish
