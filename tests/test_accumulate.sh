@@ -4,7 +4,8 @@
 # samples in the same order (shuffled), within 1e-6 relative (the sums'
 # order differs; momentum 1e-5), and logs the same loss (the mean over
 # the 4 micro-batches, not the last one's); (b) the same on 2 ranks under
-# sample parallelism, a spatial split (h2) and --fc-replicate 1; (c) the
+# sample parallelism, a spatial split (h2), a channel split (c2, under
+# --grad-comm end) and --fc-replicate 1; (c) the
 # gradient reduction runs once an iteration: --report-comm's bytes per
 # iteration at --batch 16 --accumulate 4 equal those at --batch 16, a
 # quarter per sample; (d) a run stopped after 3 iterations and resumed
@@ -52,6 +53,7 @@ same "1 rank" 1 1
 same "1 rank, 2 workers" 1 2
 same "2 ranks" 2 1
 same "2 ranks, h2" 2 1 --parallel h2
+same "2 ranks, c2, --grad-comm end" 2 1 --parallel c2 --grad-comm end
 same "2 ranks, --fc-replicate 1" 2 1 --fc-replicate 1
 
 # (c) the ring's bytes (no direct collectives), per iteration and sample
