@@ -160,6 +160,8 @@ int sc_insert_sgd(const struct sc_task_opts *opts, const struct sc_sgd_args *a, 
                   starpu_data_handle_t v, starpu_data_handle_t g, const char *name)
 {
     int ret;
+    if (a->optimizer != SC_OPT_SGD) /* v: the state of w (sc_insert_adam) */
+        return sc_insert_adam(opts, a, 1, &w, &g, v, name);
     if ((ret = sgd_check(a, w, v, g)))
         return ret;
     if (a->gate)
@@ -180,6 +182,8 @@ int sc_insert_sgd_multi(const struct sc_task_opts *opts, const struct sc_sgd_arg
         return sc_error(SC_ERR_ARG, "sgd_multi: %d vectors, not in [1, %d]", count, SC_SGD_MULTI_MAX);
     if (!w || !v || !g)
         return sc_error(SC_ERR_ARG, "sgd_multi: no vectors");
+    if (a->optimizer != SC_OPT_SGD)
+        return sc_error(SC_ERR_ARG, "sgd_multi: Adam's vectors share one state (sc_insert_adam)");
     if (count == 1)
         return sc_insert_sgd(opts, a, w[0], v[0], g[0], name);
     struct starpu_data_descr d[3 * SC_SGD_MULTI_MAX + 1];

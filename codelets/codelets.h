@@ -177,7 +177,17 @@ struct sc_sgd_args {
      * that are not finite, on all ranks: when it is not 0 the update
      * changes nothing and is recorded in watch (a whole batch skipped). */
     starpu_data_handle_t gate;
+    /* The optimizer: SGD (above), or Adam / AdamW (torch.optim's, with
+     * lr and weight_decay above and the hyperparameters below, in double
+     * as Python holds them).  Their state is one vector per update:
+     * sc_adam_state_floats. */
+    enum sc_optimizer { SC_OPT_SGD, SC_OPT_ADAM, SC_OPT_ADAMW } optimizer;
+    double beta1, beta2, eps;
 };
+/* Adam's state of n parameters as one vector of floats: exp_avg (n),
+ * exp_avg_sq (n), then the step count (one float, as torch's float32
+ * state['step']). */
+#define sc_adam_state_floats(n) (2 * (size_t)(n) + 1)
 /* Gradients that are not finite (NaN or Inf), as the SGD tasks of a rank
  * see them: such a gradient changes nothing (its weights and momentum stay
  * as they were) and is recorded here, in plain memory that the tasks update
@@ -199,6 +209,15 @@ int sc_insert_sgd(const struct sc_task_opts *opts, const struct sc_sgd_args *a, 
 int sc_insert_sgd_multi(const struct sc_task_opts *opts, const struct sc_sgd_args *a, int count,
                         const starpu_data_handle_t *w, const starpu_data_handle_t *v, const starpu_data_handle_t *g,
                         const char *name);
+/* One Adam or AdamW step (a->optimizer) of count vectors in one task: RW
+ * w[i], R g[i], RW state (sc_adam_state_floats of the vectors' lengths
+ * together: their exp_avg and exp_avg_sq one after the other, in order),
+ * and R a->gate.  A closed gate, or under a watch a gradient that is not
+ * finite, leaves every vector and the state as they were (the step count
+ * too) and is recorded in the watch; 1 <= count <= SC_SGD_MULTI_MAX. */
+int sc_insert_adam(const struct sc_task_opts *opts, const struct sc_sgd_args *a, int count,
+                   const starpu_data_handle_t *w, const starpu_data_handle_t *g, starpu_data_handle_t state,
+                   const char *name);
 /* W h: h = 0 (a vector of floats) */
 int sc_insert_zero(const struct sc_task_opts *opts, starpu_data_handle_t h, const char *name);
 /* RW count (one float), R g: count += 1 when some value of g is NaN or Inf.

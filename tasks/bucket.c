@@ -18,7 +18,7 @@ struct sc_bucket {
 };
 
 int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
-                     const struct sc_ring_opts *ring, const char *name)
+                     const struct sc_ring_opts *ring, enum sc_optimizer optimizer, const char *name)
 {
     struct sc_bucket *b = calloc(1, sizeof(*b));
     if (!b)
@@ -28,11 +28,12 @@ int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, M
     for (int i = 0; i < nslices; i++)
         b->n += sizes[i];
     int err;
+    /* Adam keeps no momentum: its state lives in the optimizer plan */
     if ((err = sc_vector_new(&b->hw, (void **)&b->w, b->n, sizeof(float))) ||
-        (err = sc_vector_new(&b->hv, (void **)&b->v, b->n, sizeof(float))) ||
+        (optimizer == SC_OPT_SGD && (err = sc_vector_new(&b->hv, (void **)&b->v, b->n, sizeof(float)))) ||
         (err = sc_vector_new(&b->hg, (void **)&b->g, b->n, sizeof(float))) ||
         (err = sc_ring_create(&b->ring, b->hg, comm, ring, name)) ||
-        (err = sc_sgd_sync_create(&b->sgd, b->ring, b->hw, b->hv)))
+        (err = sc_sgd_sync_create(&b->sgd, b->ring, b->hw, b->hv, optimizer)))
         return err;
     if (nccl)
         sc_sgd_sync_use_nccl(b->sgd, nccl);
@@ -113,6 +114,11 @@ void sc_bucket_owned_range(const struct sc_bucket *b, size_t *first, size_t *cou
     sc_ring_owned_range(b->ring, first, count);
 }
 
+starpu_data_handle_t sc_bucket_adam_state(const struct sc_bucket *b, float **mem, size_t *first, size_t *count)
+{
+    return sc_sgd_sync_state(b->sgd, mem, first, count);
+}
+
 int sc_bucket_reduce_submit(struct sc_bucket *b, const struct sc_task_opts *opts, struct sc_gate *gate)
 {
     if (b->sw) {
@@ -143,6 +149,10 @@ int sc_buckets_update_submit(struct sc_bucket *const *b, int count, const struct
     if (count < 1 || count > SC_SGD_MULTI_MAX)
         return sc_error(SC_ERR_ARG, "%s: %d buckets in one update, not in [1, %d]", name, count, SC_SGD_MULTI_MAX);
     starpu_data_handle_t w[SC_SGD_MULTI_MAX], v[SC_SGD_MULTI_MAX], g[SC_SGD_MULTI_MAX];
+    /* Adam: a task a bucket, each with its own state and step count */
+    for (int i = 0, err = 0; sgd->optimizer != SC_OPT_SGD && i < count; i++)
+        if ((err = sc_bucket_update_submit(b[i], opts, sgd)) || i + 1 == count)
+            return err;
     for (int i = 0; i < count; i++) {
         if (!sc_bucket_is_local(b[i]))
             return sc_error(SC_ERR_ARG, "%s: bucket %d of the update is reduced over several ranks", name, i);

@@ -107,7 +107,14 @@ void sc_direct_set_wake_hook(void (*fn)(void));
  * kept up to date (sc_ring_owned_range says which part is). Non-blocking. */
 struct sc_sgd_sync;
 int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *grad_ring, starpu_data_handle_t weights,
-                       starpu_data_handle_t momentum);
+                       starpu_data_handle_t momentum, enum sc_optimizer optimizer);
+/* Under Adam (optimizer not SC_OPT_SGD; momentum NULL) the plan holds the
+ * optimizer's state of the range [*first, *first + *count) of the vector
+ * that this rank updates, and only of it (ZeRO stage 1: the owned chunk of
+ * a ring, 1/P of the whole; the whole on one rank and under NCCL, where
+ * every rank updates all of it); its handle (NULL: none on this rank) and
+ * memory (sc_adam_state_floats(*count) floats). */
+starpu_data_handle_t sc_sgd_sync_state(const struct sc_sgd_sync *s, float **mem, size_t *first, size_t *count);
 void sc_sgd_sync_destroy(struct sc_sgd_sync *s);
 int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
 
@@ -181,7 +188,7 @@ int sc_sgd_sync_is_local(const struct sc_sgd_sync *s);
  * ring's segments and window (NULL: defaults). */
 struct sc_bucket;
 int sc_bucket_create(struct sc_bucket **out, int nslices, const size_t *sizes, MPI_Comm comm, struct sc_nccl *nccl,
-                     const struct sc_ring_opts *ring, const char *name);
+                     const struct sc_ring_opts *ring, enum sc_optimizer optimizer, const char *name);
 void sc_bucket_destroy(struct sc_bucket *b);
 /* Bytes this rank has sent for the bucket's reductions so far (its ring's;
  * 0 under NCCL). */
@@ -196,6 +203,10 @@ starpu_data_handle_t sc_bucket_weight_slice(const struct sc_bucket *b, int i);
 starpu_data_handle_t sc_bucket_grad_slice(const struct sc_bucket *b, int i);
 /* The range of the vectors whose momentum this rank keeps up to date. */
 void sc_bucket_owned_range(const struct sc_bucket *b, size_t *first, size_t *count);
+/* Under Adam (the optimizer sc_bucket_create was given; no momentum then:
+ * sc_bucket_momentum is NULL): the state of the range this rank updates
+ * (sc_sgd_sync_state). */
+starpu_data_handle_t sc_bucket_adam_state(const struct sc_bucket *b, float **mem, size_t *first, size_t *count);
 int sc_bucket_reduce_submit(struct sc_bucket *b, const struct sc_task_opts *opts, struct sc_gate *gate);
 int sc_bucket_update_submit(struct sc_bucket *b, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd);
 /* Buckets whose reduction involves one rank only (sc_sgd_sync_is_local),

@@ -125,7 +125,7 @@ static int test_sgd(struct sc_runtime *rt, size_t n, int window)
     struct sc_ring *ring;
     struct sc_sgd_sync *sync;
     struct sc_ring_opts ro = {0, window};
-    if (sc_ring_create(&ring, hg, rt->comm, &ro, "g") || sc_sgd_sync_create(&sync, ring, hw, hv)) {
+    if (sc_ring_create(&ring, hg, rt->comm, &ro, "g") || sc_sgd_sync_create(&sync, ring, hw, hv, SC_OPT_SGD)) {
         printf("FAIL plan: %s\n", sc_last_error());
         return 1;
     }
@@ -189,7 +189,7 @@ static int test_gate(struct sc_runtime *rt, size_t na, size_t nb)
         starpu_vector_data_register(&hv[k], STARPU_MAIN_RAM, (uintptr_t)v[k], n[k], 4);
         starpu_vector_data_register(&hg[k], STARPU_MAIN_RAM, (uintptr_t)g[k], n[k], 4);
         if (sc_ring_create(&ring[k], hg[k], rt->comm, NULL, "g") ||
-            sc_sgd_sync_create(&sync[k], ring[k], hw[k], hv[k])) {
+            sc_sgd_sync_create(&sync[k], ring[k], hw[k], hv[k], SC_OPT_SGD)) {
             printf("FAIL plan: %s\n", sc_last_error());
             return 1;
         }

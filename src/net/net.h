@@ -22,32 +22,36 @@ enum sc_grad_comm {
 };
 struct sc_comm_opts {
     enum sc_grad_comm grad_comm;
-    int chunk_layers;     /* K of chunks:K */
-    double bucket_mb;     /* MB of bucket:MB, in MiB (sc_rule_bucket_bytes) */
-    int fc_replicate;     /* Lee et al.: the first F [connected] layers gather their
-                           * inputs and errors and compute the whole gradient */
-    int priorities;       /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
-    int window;           /* segments of a large collective in flight at once (0: all) */
-    int segment_kb;       /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
-                           * sized to the link by sc_net_setup (sc_link_segment_kb) */
-    int direct_kb;        /* vectors up to this many KiB: one MPI nonblocking collective
-                           * in a task (sc_ring_opts: 0 default, -1 none) */
-    const char *parallel; /* --parallel: the grid of every layer without parallel= in
-                           * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
-    int nccl;             /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
-                           * allreduces in CUDA tasks (tasks/nccl.c) */
-    int gate_updates;     /* 1 (--nonfinite skip): no update of a batch starts before all
-                           * its gradients are reduced and found finite on every rank, so
-                           * that a batch is skipped whole or not at all */
-    int plain_layouts;    /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
-                           * reorders around each convolution (blocked.c) */
-    int input_slots;      /* --input-slots: input buffers in rotation, 1 or 2 (the next
-                           * batch loaded while one computes); 0: auto, two where the
-                           * second is a small share of the rank's memory */
-    int accumulate;       /* --accumulate K: micro-batches of the global batch per
-                           * optimizer step, their gradients summed on each rank and
-                           * reduced once, after the K-th (1: every batch a step;
-                           * 0 in a hand-made struct means 1) */
+    int chunk_layers;            /* K of chunks:K */
+    double bucket_mb;            /* MB of bucket:MB, in MiB (sc_rule_bucket_bytes) */
+    int fc_replicate;            /* Lee et al.: the first F [connected] layers gather their
+                                  * inputs and errors and compute the whole gradient */
+    int priorities;              /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
+    int window;                  /* segments of a large collective in flight at once (0: all) */
+    int segment_kb;              /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
+                                  * sized to the link by sc_net_setup (sc_link_segment_kb) */
+    int direct_kb;               /* vectors up to this many KiB: one MPI nonblocking collective
+                                  * in a task (sc_ring_opts: 0 default, -1 none) */
+    const char *parallel;        /* --parallel: the grid of every layer without parallel= in
+                                  * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
+    int nccl;                    /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
+                                  * allreduces in CUDA tasks (tasks/nccl.c) */
+    int gate_updates;            /* 1 (--nonfinite skip): no update of a batch starts before all
+                                  * its gradients are reduced and found finite on every rank, so
+                                  * that a batch is skipped whole or not at all */
+    int plain_layouts;           /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
+                                  * reorders around each convolution (blocked.c) */
+    int input_slots;             /* --input-slots: input buffers in rotation, 1 or 2 (the next
+                                  * batch loaded while one computes); 0: auto, two where the
+                                  * second is a small share of the rank's memory */
+    int accumulate;              /* --accumulate K: micro-batches of the global batch per
+                                  * optimizer step, their gradients summed on each rank and
+                                  * reduced once, after the K-th (1: every batch a step;
+                                  * 0 in a hand-made struct means 1) */
+    enum sc_optimizer optimizer; /* --optimizer: the state the setup allocates; under Adam and
+                                  * AdamW no momentum, and each parameter's exp_avg and
+                                  * exp_avg_sq only on the rank that updates it (the owner of
+                                  * its chunk of a ring; tasks.h, sc_sgd_sync_state) */
 };
 /* --accumulate's largest K. */
 #define SC_ACCUMULATE_MAX 4096
@@ -105,6 +109,7 @@ void sc_net_destroy(struct sc_net *net);
  * starconv's peak; oneDNN's and StarPU's own overheads are not counted. */
 struct sc_mem_report {
     size_t activations, parameters, workspaces;
+    size_t optimizer_state; /* of the parameters: the momentum, or Adam's state on this rank */
 };
 void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
 /* Bytes this rank has sent for the gradient reductions of its buckets

@@ -174,12 +174,14 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
     int P = D->rt->size, T = D->ntiles, PT = P * T, err;
     size_t in = (size_t)D->tile_max * sc_shape_size(&l->in), out = (size_t)D->tile_max * sc_shape_size(&l->out);
     if ((err = sc_tensor_alloc_vectors(&r->own_w, 1, l->nparams, sizeof(float))) ||
-        (err = sc_tensor_alloc_vectors(&r->own_v, 1, l->nparams, sizeof(float))) ||
+        (err = sc_tensor_alloc_vectors(&r->own_v, 1,
+                                       D->comm.optimizer == SC_OPT_SGD ? l->nparams : sc_adam_state_floats(l->nparams),
+                                       sizeof(float))) ||
         (err = sc_tensor_alloc_vectors(&r->own_g, 1, l->nparams, sizeof(float))))
         return err;
     d->params.w = sc_tensor_buf(&r->own_w, 0);
     d->params.hw = sc_tensor_handle(&r->own_w, 0);
-    d->params.v = sc_tensor_buf(&r->own_v, 0);
+    d->params.v = D->comm.optimizer == SC_OPT_SGD ? sc_tensor_buf(&r->own_v, 0) : NULL;
     d->params.g = sc_tensor_buf(&r->own_g, 0);
     d->params.hg = sc_tensor_handle(&r->own_g, 0);
     l->ops->init(l, d->params.w, seed);
@@ -282,12 +284,14 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     int nmembers = param_segment(net, b->layer[0], members);
     struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
                                 nmembers < D->rt->size ? members : NULL, nmembers, D->comm.direct_kb};
-    if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
+    if ((err =
+             sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, D->comm.optimizer, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
         struct layer_data *d = &D->ld[b->layer[i]];
+        float *v = sc_bucket_momentum(b->vectors);
         d->params.w = sc_bucket_weights(b->vectors) + d->params.offset;
-        d->params.v = sc_bucket_momentum(b->vectors) + d->params.offset;
+        d->params.v = v ? v + d->params.offset : NULL;
         d->params.g = sc_bucket_grads(b->vectors) + d->params.offset;
         d->params.hw = sc_bucket_weight_slice(b->vectors, i);
         d->params.hg = sc_bucket_grad_slice(b->vectors, i);
@@ -457,7 +461,7 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
 {
     const struct sc_net_dist *D = net->dist;
     size_t F = sizeof(float), window = 0;
-    *r = (struct sc_mem_report){0, 0, 0};
+    *r = (struct sc_mem_report){0, 0, 0, 0};
     /* the tensors' own bytes; the fetches', the parameters' and the
      * workers' windows from the plan */
     for (int s = 0; s < D->in.nslots; s++)
@@ -488,8 +492,21 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
         if (!L->nparams)
             continue;
         size_t p = L->nparams * F;
-        /* weights, momentum, reduced gradient; the partial gradients */
-        r->parameters += 3 * p + sc_tensor_bytes(&d->params.tile_g) + sc_tensor_bytes(&d->replica.pg);
+        /* weights, momentum (SGD), reduced gradient; the partial gradients */
+        int sgd = D->comm.optimizer == SC_OPT_SGD;
+        r->parameters += (sgd ? 3 : 2) * p + sc_tensor_bytes(&d->params.tile_g) + sc_tensor_bytes(&d->replica.pg);
+        r->optimizer_state += sgd ? p : d->replica.on ? sc_tensor_bytes(&d->replica.own_v) : 0;
+        if (!sgd && d->replica.on)
+            r->parameters += sc_tensor_bytes(&d->replica.own_v);
+    }
+    /* Adam's state of the buckets: the range each rank updates */
+    for (int i = 0; D->comm.optimizer != SC_OPT_SGD && i < D->nbuckets; i++) {
+        float *mem;
+        size_t first, count;
+        if (sc_bucket_adam_state(D->buckets[i].vectors, &mem, &first, &count)) {
+            r->optimizer_state += sc_adam_state_floats(count) * F;
+            r->parameters += sc_adam_state_floats(count) * F;
+        }
     }
     r->workspaces += (size_t)D->rt->ncpu * window;
 }

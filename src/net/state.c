@@ -66,7 +66,7 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
     int L = net->nlayers, all = 3 * L + 1, err = 0;
     /* A frozen watch: the SGD tasks change nothing. */
     struct sc_nonfinite frozen = {.first_iteration = 1, .freeze = 1};
-    struct sc_sgd_args none = {.watch = &frozen};
+    struct sc_sgd_args none = {.watch = &frozen, .optimizer = D->comm.optimizer};
     int64_t iteration = net->iteration;
     /* each micro-batch as an iteration of its own, until one shows it */
     for (int m = 0; m < D->comm.accumulate && all > 3 * L && !err; m++) {

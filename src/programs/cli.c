@@ -56,6 +56,50 @@ int sc_cli_float(const char *opt, const char *s, float min, float *out)
     return 0;
 }
 
+int sc_cli_optimizer(const char *opt, const char *s, enum sc_optimizer *out)
+{
+    if (!strcmp(s, "sgd"))
+        *out = SC_OPT_SGD;
+    else if (!strcmp(s, "adam"))
+        *out = SC_OPT_ADAM;
+    else if (!strcmp(s, "adamw"))
+        *out = SC_OPT_ADAMW;
+    else if (!strcmp(s, "amsgrad"))
+        return sc_error(SC_ERR_ARG, "--%s amsgrad: AMSGrad is not supported (sgd, adam or adamw)", opt);
+    else
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is not sgd, adam or adamw", opt, s);
+    return 0;
+}
+
+int sc_cli_betas(const char *opt, const char *s, double *beta1, double *beta2)
+{
+    char *end;
+    double b[2];
+    const char *p = s;
+    for (int i = 0; i < 2; i++) {
+        errno = 0;
+        b[i] = strtod(p, &end);
+        if (errno || end == p || *end != (i ? '\0' : ','))
+            return sc_error(SC_ERR_ARG, "--%s: '%s' is not two numbers B1,B2 (default 0.9,0.999)", opt, s);
+        if (!isfinite(b[i]) || b[i] < 0 || b[i] >= 1)
+            return sc_error(SC_ERR_ARG, "--%s %s: beta %d is %g, not in [0, 1)", opt, s, i + 1, b[i]);
+        p = end + 1;
+    }
+    *beta1 = b[0], *beta2 = b[1];
+    return 0;
+}
+
+int sc_cli_eps(const char *opt, const char *s, double *eps)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v < 0)
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is not a number >= 0", opt, s);
+    *eps = v;
+    return 0;
+}
+
 int sc_cli_positive(const char *opt, const char *s, const char *what, double *out)
 {
     char *end;

@@ -7,6 +7,8 @@
 
 #include <getopt.h>
 
+#include "codelets/codelets.h" /* enum sc_optimizer */
+
 /* Exit status of bad input: options, files, data. */
 #define SC_EXIT_BAD_INPUT 2
 
@@ -34,6 +36,13 @@ int sc_cli_segment(const char *opt, const char *s, int *kb);
 /* --accumulate: micro-batches per iteration, an integer in [1,
  * SC_ACCUMULATE_MAX] (src/net/net.h). */
 int sc_cli_accumulate(const char *opt, const char *s, int *k);
+
+/* --optimizer: sgd, adam or adamw (amsgrad is refused by name). */
+int sc_cli_optimizer(const char *opt, const char *s, enum sc_optimizer *out);
+/* --betas: "B1,B2", each a number in [0, 1) (torch.optim.Adam's check). */
+int sc_cli_betas(const char *opt, const char *s, double *beta1, double *beta2);
+/* --eps: a finite number >= 0. */
+int sc_cli_eps(const char *opt, const char *s, double *eps);
 
 /* One option: c is its getopt value, name its long name (without "--"),
  * arg its value (NULL when it takes none).  Returns 0 to go on, a negative

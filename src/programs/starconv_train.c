@@ -45,8 +45,14 @@ static const char usage[] =
     "                       --save-every, --log-every, --metrics, --lr-schedule and\n"
     "                       --trace-iters count these iterations; K in [1, 4096], default 1\n"
     "  --lr X               learning rate; default 0.05\n"
-    "  --momentum X         SGD momentum; default 0.9\n"
-    "  --weight-decay X     L2 weight decay (as torch.optim.SGD); default 0\n"
+    "  --optimizer O        sgd (default: SGD with momentum, as torch.optim.SGD), adam or adamw\n"
+    "                       (torch.optim.Adam, AdamW: bias-corrected moments in fp32, kept only\n"
+    "                       on the rank that updates each chunk of the parameters)\n"
+    "  --momentum X         SGD momentum; default 0.9 (not with adam or adamw)\n"
+    "  --betas B1,B2        Adam's and AdamW's moment decays, each in [0, 1); default 0.9,0.999\n"
+    "  --eps E              Adam's and AdamW's denominator term, >= 0; default 1e-8\n"
+    "  --weight-decay X     weight decay: L2 added to the gradient (sgd, adam) or decoupled,\n"
+    "                       w *= 1 - lr X (adamw); default 0, 0.01 for adamw\n"
     "  --lr-schedule S      constant (default), step:M1,M2,...[:GAMMA] (the rate times GAMMA,\n"
     "                       default 0.1, at each milestone iteration) or cosine[:MIN_LR] (down\n"
     "                       to MIN_LR, default 0, at the run's last iteration), as\n"
@@ -189,6 +195,9 @@ static const struct option train_options[] = {
     {"lr", required_argument, 0, 'l'},
     {"momentum", required_argument, 0, 'M'},
     {"weight-decay", required_argument, 0, 'w'},
+    {"optimizer", required_argument, 0, 1060},
+    {"betas", required_argument, 0, 1061},
+    {"eps", required_argument, 0, 1062},
     {"lr-schedule", required_argument, 0, 1020},
     {"warmup", required_argument, 0, 1021},
     {"seed", required_argument, 0, 's'},
@@ -377,9 +386,22 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 'M':
         err = sc_cli_float(name, arg, 0, &o->momentum);
+        o->momentum_given = 1;
         break;
     case 'w':
         err = sc_cli_float(name, arg, 0, &o->weight_decay);
+        o->weight_decay_given = 1;
+        break;
+    case 1060:
+        err = sc_cli_optimizer(name, arg, &o->comm.optimizer);
+        break;
+    case 1061:
+        err = sc_cli_betas(name, arg, &o->beta1, &o->beta2);
+        o->adam_given = 1;
+        break;
+    case 1062:
+        err = sc_cli_eps(name, arg, &o->eps);
+        o->adam_given = 1;
         break;
     case 1020:
         err = sc_lr_schedule_parse(arg, &o->lr_schedule);
@@ -411,6 +433,14 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         err = sc_error(SC_ERR_ARG, "--save-every needs --save FILE (where to write the checkpoints)");
     if (!err && o->checkpoint_signal && !o->save)
         err = sc_error(SC_ERR_ARG, "--checkpoint-signal needs --save FILE (where to write the checkpoint)");
+    int adam = o->comm.optimizer != SC_OPT_SGD;
+    if (!err && adam && o->momentum_given)
+        err = sc_error(SC_ERR_ARG, "--momentum is SGD's: --optimizer %s takes --betas B1,B2",
+                       o->comm.optimizer == SC_OPT_ADAM ? "adam" : "adamw");
+    if (!err && !adam && o->adam_given)
+        err = sc_error(SC_ERR_ARG, "--betas and --eps are Adam's: give --optimizer adam or adamw");
+    if (!err && o->comm.optimizer == SC_OPT_ADAMW && !o->weight_decay_given)
+        o->weight_decay = 0.01f; /* torch.optim.AdamW's default */
     return err;
 }
 

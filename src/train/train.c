@@ -27,6 +27,9 @@ void sc_train_opts_default(struct sc_train_opts *o)
     o->lr = 0.05f;
     o->momentum = 0.9f;
     o->weight_decay = 0.0f;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
     o->seed = 42;
     o->shuffle = 1;
     o->test = 1;
@@ -169,8 +172,9 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.segment_kb,
                       o->comm.direct_kb,
                       o->checkpoint_signal,
-                      o->comm.accumulate};
-    double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit};
+                      o->comm.accumulate,
+                      o->comm.optimizer};
+    double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit, o->beta1, o->beta2, o->eps};
     h = fnv(h, ints, sizeof ints);
     h = fnv(h, reals, sizeof reals);
     h = fnv_str(h, o->comm.parallel);
@@ -543,7 +547,14 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         return sc_error(SC_ERR_NOMEM, "out of memory");
     }
     struct sc_nonfinite watch = {.freeze = !o->skip_nonfinite};
-    struct sc_sgd_args sgd = {.lr = o->lr, .momentum = o->momentum, .weight_decay = o->weight_decay, .watch = &watch};
+    struct sc_sgd_args sgd = {.lr = o->lr,
+                              .momentum = o->momentum,
+                              .weight_decay = o->weight_decay,
+                              .watch = &watch,
+                              .optimizer = o->comm.optimizer,
+                              .beta1 = o->beta1,
+                              .beta2 = o->beta2,
+                              .eps = o->eps};
     struct sc_data_order data_order = sc_train_data_order(o, train);
     double acc = -1, test_loss = 0;
     long done = o->resume ? (long)net->iteration : 0, saved = -1;

@@ -58,7 +58,9 @@ struct sc_train_opts {
     long iters; /* < 0: no limit */
     int batch;
     float lr, momentum, weight_decay;
-    struct sc_lr_schedule lr_schedule; /* the rate of each iteration from lr */
+    double beta1, beta2, eps;                           /* --betas, --eps (Adam and AdamW; comm.optimizer) */
+    int momentum_given, weight_decay_given, adam_given; /* --momentum, --weight-decay, --betas or --eps */
+    struct sc_lr_schedule lr_schedule;                  /* the rate of each iteration from lr */
     uint64_t seed;
     int shuffle;
     int test; /* evaluate on the test set */
