@@ -116,6 +116,9 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
  * since setup (not counting replicated layers' gathers). */
 uint64_t sc_net_grad_bytes(const struct sc_net *net);
 
+/* The optimizer whose state the setup allocated (comm.optimizer). */
+enum sc_optimizer sc_net_optimizer(const struct sc_net *net);
+
 /* The resolution of the loss's labels: 1 x 1 for a label per sample, the
  * loss's input for per-pixel labels. */
 void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow);
@@ -157,9 +160,12 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
 
 /* Sync points for checkpoints.  read: the full parameters of layer l into
  * w[l] on every rank, and the momentum into v[l] on rank 0 only (it is spread
- * over the ranks that own its chunks).  write: set them on every rank. */
-int sc_net_read_state(struct sc_net *net, float **w, float **v);
-int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v);
+ * over the ranks that own its chunks); under Adam (comm.optimizer) v[l] is
+ * the exp_avg, sq[l] the exp_avg_sq and step[l] the step count, gathered
+ * the same way (sq and step unused under SGD).  write: set them on every
+ * rank (each keeps the range it updates). */
+int sc_net_read_state(struct sc_net *net, float **w, float **v, float **sq, float *step);
+int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v, float *const *sq, const float *step);
 /* Sync points: the layers' buffers (b[l]: nbuffer_values floats; each
  * rank its own, which under sample parallelism may differ: checkpoints
  * keep rank 0's, as PyTorch's DDP broadcasts rank 0's). */

@@ -511,6 +511,11 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r)
     r->workspaces += (size_t)D->rt->ncpu * window;
 }
 
+enum sc_optimizer sc_net_optimizer(const struct sc_net *net)
+{
+    return net->dist ? net->dist->comm.optimizer : SC_OPT_SGD;
+}
+
 uint64_t sc_net_grad_bytes(const struct sc_net *net)
 {
     uint64_t n = 0;

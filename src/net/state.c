@@ -158,18 +158,104 @@ static int read_share_state(struct sc_net *net, int l, float *w, float *v)
     struct layer_data *d = &D->ld[l];
     size_t first, count;
     owned_momentum(net, l, &first, &count);
-    starpu_data_handle_t hv = momentum_handle(net, l);
+    starpu_data_handle_t hv = v ? momentum_handle(net, l) : NULL;
     starpu_data_acquire(d->params.hw, STARPU_R);
-    starpu_data_acquire(hv, STARPU_R);
+    if (hv)
+        starpu_data_acquire(hv, STARPU_R);
     int err = gather_indexed(D->rt, d->chan.index + first, d->params.w + first, (int)count, w);
-    if (!err)
+    if (!err && v)
         err = gather_indexed(D->rt, d->chan.index + first, d->params.v + first, (int)count, v);
-    starpu_data_release(hv);
+    if (hv)
+        starpu_data_release(hv);
     starpu_data_release(d->params.hw);
     return err;
 }
 
-int sc_net_read_state(struct sc_net *net, float **w, float **v)
+/* Adam's state of layer l on this rank: exp_avg and exp_avg_sq of the
+ * layer's elements [first, first + count) at m and sq, the step count at
+ * step; no handle when this rank has none. */
+struct adam_view {
+    starpu_data_handle_t h;
+    float *m, *sq, *step;
+    size_t first, count;
+};
+
+static void adam_view(struct sc_net *net, int l, struct adam_view *a)
+{
+    struct layer_data *d = &net->dist->ld[l];
+    size_t n = share_of(net, l)->nparams, sf, sc;
+    float *mem;
+    *a = (struct adam_view){0};
+    if (d->replica.on) {
+        a->h = sc_tensor_handle(&d->replica.own_v, 0);
+        mem = sc_tensor_buf(&d->replica.own_v, 0);
+        sf = 0, sc = n;
+    } else if (!(a->h = sc_bucket_adam_state(net->dist->buckets[d->params.bucket].vectors, &mem, &sf, &sc)))
+        return;
+    size_t off = d->replica.on ? 0 : d->params.offset;
+    size_t lo = sf > off ? sf : off, hi = sf + sc < off + n ? sf + sc : off + n;
+    a->first = hi > lo ? lo - off : 0;
+    a->count = hi > lo ? hi - lo : 0;
+    a->m = mem + (hi > lo ? lo - sf : 0);
+    a->sq = a->m + sc;
+    a->step = mem + 2 * sc;
+}
+
+/* Adam's state of layer l into rank 0's m, sq (the whole layer's; through
+ * index for a channel share) and *step: each rank gives the range it owns. */
+static int read_adam(struct sc_net *net, int l, float *m, float *sq, float *step)
+{
+    struct sc_net_dist *D = net->dist;
+    struct sc_runtime *rt = D->rt;
+    struct adam_view a;
+    size_t first, count;
+    adam_view(net, l, &a);
+    owned_momentum(net, l, &first, &count);
+    if (count && (!a.h || first < a.first || first + count > a.first + a.count))
+        count = 0; /* not this rank's to give */
+    if (a.h)
+        starpu_data_acquire(a.h, STARPU_R);
+    float mine = a.h && count ? *a.step : 0, all = 0;
+    const float *pm = count ? a.m + (first - a.first) : NULL, *ps = count ? a.sq + (first - a.first) : NULL;
+    int err = 0;
+    const size_t *index = D->ld[l].chan.index;
+    if (index) {
+        err = gather_indexed(rt, index + first, pm, (int)count, m);
+        if (!err)
+            err = gather_indexed(rt, index + first, ps, (int)count, sq);
+    } else {
+        int counts[rt->size], displs[rt->size], c = (int)count, f = (int)first;
+        MPI_Gather(&c, 1, MPI_INT, counts, 1, MPI_INT, 0, rt->ctl);
+        MPI_Gather(&f, 1, MPI_INT, displs, 1, MPI_INT, 0, rt->ctl);
+        MPI_Gatherv(pm, c, MPI_FLOAT, rt->rank == 0 ? m : NULL, counts, displs, MPI_FLOAT, 0, rt->ctl);
+        MPI_Gatherv(ps, c, MPI_FLOAT, rt->rank == 0 ? sq : NULL, counts, displs, MPI_FLOAT, 0, rt->ctl);
+    }
+    MPI_Reduce(&mine, &all, 1, MPI_FLOAT, MPI_MAX, 0, rt->ctl);
+    if (a.h)
+        starpu_data_release(a.h);
+    *step = all;
+    return err;
+}
+
+/* Every rank's Adam state of layer l from the whole layer's. */
+static void write_adam(struct sc_net *net, int l, const float *m, const float *sq, float step)
+{
+    struct adam_view a;
+    adam_view(net, l, &a);
+    if (!a.h)
+        return;
+    const size_t *index = net->dist->ld[l].chan.index;
+    starpu_data_acquire(a.h, STARPU_RW);
+    for (size_t i = 0; i < a.count; i++) {
+        size_t j = index ? index[a.first + i] : a.first + i;
+        a.m[i] = m[j];
+        a.sq[i] = sq[j];
+    }
+    *a.step = step;
+    starpu_data_release(a.h);
+}
+
+int sc_net_read_state(struct sc_net *net, float **w, float **v, float **sq, float *step)
 {
     struct sc_net_dist *D = net->dist;
     struct sc_runtime *rt = D->rt;
@@ -179,6 +265,17 @@ int sc_net_read_state(struct sc_net *net, float **w, float **v)
         size_t n = net->layers[l].nparams;
         if (!n)
             continue;
+        if (D->comm.optimizer != SC_OPT_SGD) {
+            int err = d->chan.local ? read_share_state(net, l, w[l], NULL) : 0;
+            if (!d->chan.local) {
+                starpu_data_acquire(d->params.hw, STARPU_R);
+                memcpy(w[l], d->params.w, n * sizeof(float));
+                starpu_data_release(d->params.hw);
+            }
+            if (err || (err = read_adam(net, l, v[l], sq[l], &step[l])))
+                return err;
+            continue;
+        }
         if (d->chan.local) {
             int err = read_share_state(net, l, w[l], v[l]);
             if (err)
@@ -204,7 +301,7 @@ int sc_net_read_state(struct sc_net *net, float **w, float **v)
     return 0;
 }
 
-int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
+int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v, float *const *sq, const float *step)
 {
     struct sc_net_dist *D = net->dist;
     sc_net_wait(net);
@@ -218,6 +315,10 @@ int sc_net_write_state(struct sc_net *net, float *const *w, float *const *v)
         for (size_t i = 0; i < n; i++)
             d->params.w[i] = w[l][index ? index[i] : i];
         starpu_data_release(d->params.hw);
+        if (D->comm.optimizer != SC_OPT_SGD) {
+            write_adam(net, l, v[l], sq[l], step[l]);
+            continue;
+        }
         starpu_data_handle_t hv = momentum_handle(net, l);
         starpu_data_acquire(hv, STARPU_RW);
         for (size_t i = 0; i < n; i++)

@@ -624,7 +624,8 @@ int main(int argc, char **argv)
     if ((err = sc_net_parse(o.model, &net)) || (on_disk && (err = load_files(&o, &train, &test))) ||
         (err = check_data(net, &train, o.data)) ||
         ((test.n || !train.file) && (err = check_data(net, &test, o.data))) ||
-        (err = check_held_out(&o, &train, &test)) || (o.load && (err = sc_checkpoint_read(net, o.load, &ck))) ||
+        (err = check_held_out(&o, &train, &test)) ||
+        (o.load && (err = sc_checkpoint_read(net, o.load, o.comm.optimizer, &ck))) ||
         (o.resume && (err = sc_train_check_resume(&o, &train, ck))) ||
         (o.save && (err = check_writable("save", o.save))) ||
         (o.metrics && (err = check_writable("metrics", o.metrics))) ||

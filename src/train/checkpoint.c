@@ -9,7 +9,11 @@
 #include "src/io/safetensors.h"
 #include "src/train/train.h"
 
-#define MOMENTUM_FMT   "optimizer.%d.%s.momentum_buffer"
+#define MOMENTUM_FMT "optimizer.%d.%s.momentum_buffer"
+/* Adam's and AdamW's state of a parameter, as torch.optim.Adam's
+ * state_dict()['state'][i] holds it: exp_avg, exp_avg_sq, step (F32). */
+#define ADAM_FMT "optimizer.%d.%s.%s"
+static const char *const adam_names[3] = {"exp_avg", "exp_avg_sq", "step"};
 #define ITERATION_NAME "optimizer.iteration"
 #define BATCHES_FMT    "%d.num_batches_tracked"
 /* --accumulate's K, written only when it is not 1, so that a run without
@@ -38,9 +42,12 @@ static int take_i64(const struct sc_st_file *f, const char *path, const char *na
     return 0;
 }
 
+/* kind: 0 the parameter, 1 its momentum, 2 + i Adam's adam_names[i] */
 static void tensor_name(char *buf, size_t size, const struct sc_layer *l, const struct sc_param_tensor *t, int momentum)
 {
-    if (momentum)
+    if (momentum > 1)
+        snprintf(buf, size, ADAM_FMT, l->torch_index, t->suffix, adam_names[momentum - 2]);
+    else if (momentum)
         snprintf(buf, size, MOMENTUM_FMT, l->torch_index, t->suffix);
     else
         snprintf(buf, size, "%d.%s", l->torch_index, t->suffix);
@@ -64,11 +71,15 @@ void sc_checkpoint_free(const struct sc_net *net, struct sc_checkpoint *ck)
             free(ck->w[l]);
         if (ck->v)
             free(ck->v[l]);
+        if (ck->sq)
+            free(ck->sq[l]);
         if (ck->b)
             free(ck->b[l]);
     }
     free(ck->w);
     free(ck->v);
+    free(ck->sq);
+    free(ck->step);
     free(ck->b);
     free(ck);
 }
@@ -77,6 +88,7 @@ static struct sc_checkpoint *checkpoint_alloc(const struct sc_net *net)
 {
     struct sc_checkpoint *ck = calloc(1, sizeof(*ck));
     if (!ck || !(ck->w = calloc(net->nlayers, sizeof(float *))) || !(ck->v = calloc(net->nlayers, sizeof(float *))) ||
+        !(ck->sq = calloc(net->nlayers, sizeof(float *))) || !(ck->step = calloc(net->nlayers, sizeof(float))) ||
         !(ck->b = calloc(net->nlayers, sizeof(float *)))) {
         sc_checkpoint_free(net, ck);
         return NULL;
@@ -84,7 +96,8 @@ static struct sc_checkpoint *checkpoint_alloc(const struct sc_net *net)
     for (int l = 0; l < net->nlayers; l++) {
         size_t n = net->layers[l].nparams;
         size_t nb = net->layers[l].nbuffer_values;
-        if ((n && (!(ck->w[l] = calloc(n, sizeof(float))) || !(ck->v[l] = calloc(n, sizeof(float))))) ||
+        if ((n && (!(ck->w[l] = calloc(n, sizeof(float))) || !(ck->v[l] = calloc(n, sizeof(float))) ||
+                   !(ck->sq[l] = calloc(n, sizeof(float))))) ||
             (nb && !(ck->b[l] = calloc(nb, sizeof(float))))) {
             sc_checkpoint_free(net, ck);
             return NULL;
@@ -148,7 +161,31 @@ static int take_buffers(const struct sc_st_file *f, const char *path, const stru
     return 0;
 }
 
-int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_checkpoint **out)
+/* A parameter's exp_avg_sq into dst and its step into *step (a layer's
+ * tensors share one count: the largest), when the file has them. */
+static int take_adam(const struct sc_st_file *f, const char *path, const struct sc_layer *layer,
+                     const struct sc_param_tensor *t, float *dst, float *step)
+{
+    char name[96];
+    tensor_name(name, sizeof(name), layer, t, 3);
+    int err = take_tensor(f, path, name, t, dst, 0);
+    tensor_name(name, sizeof(name), layer, t, 4);
+    const struct sc_st_tensor *st = sc_st_find(f, name);
+    if (err || !st)
+        return err;
+    if (strcmp(st->dtype, "F32") || st->nbytes != 4 || st->ndim != 0)
+        return sc_error(SC_ERR_PARSE, "%s: '%s' must be one F32", path, name);
+    float v;
+    memcpy(&v, f->data + st->offset, 4);
+    if (!(v >= 0 && v <= 16777216.0f) || v != (float)(int64_t)v)
+        return sc_error(SC_ERR_PARSE, "%s: '%s' is %g, not a step count", path, name, v);
+    if (v > *step)
+        *step = v;
+    return 0;
+}
+
+int sc_checkpoint_read(const struct sc_net *net, const char *path, enum sc_optimizer optimizer,
+                       struct sc_checkpoint **out)
 {
     struct sc_st_file *f;
     int err = sc_st_read(path, &f);
@@ -159,8 +196,9 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
         sc_st_free(f);
         return sc_error(SC_ERR_NOMEM, "out of memory reading %s", path);
     }
-    int expected = 0;
+    int expected = 0, adam = optimizer != SC_OPT_SGD;
     char name[96];
+    ck->optimizer = optimizer;
     for (int l = 0; l < net->nlayers && !err; l++) {
         const struct sc_layer *layer = &net->layers[l];
         for (int i = 0; i < layer->ntensors && !err; i++) {
@@ -168,9 +206,12 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
             tensor_name(name, sizeof(name), layer, t, 0);
             err = take_tensor(f, path, name, t, ck->w[l] + t->offset, 1);
             expected++;
-            tensor_name(name, sizeof(name), layer, t, 1);
+            tensor_name(name, sizeof(name), layer, t, adam ? 2 : 1);
+            ck->has_state |= sc_st_find(f, name) != NULL;
             if (!err)
                 err = take_tensor(f, path, name, t, ck->v[l] + t->offset, 0);
+            if (!err && adam)
+                err = take_adam(f, path, layer, t, ck->sq[l] + t->offset, &ck->step[l]);
         }
         if (!err && layer->nbuffers)
             err = take_buffers(f, path, layer, &ck->b[l], &expected);
@@ -204,15 +245,15 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
 int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck)
 {
     net->iteration = ck->iteration;
-    int err = sc_net_write_state(net, ck->w, ck->v);
+    int err = sc_net_write_state(net, ck->w, ck->v, ck->sq, ck->step);
     return err ? err : sc_net_write_buffers(net, ck->b);
 }
 
 static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const char *path, int with_order)
 {
-    int n = 5;
+    int n = 5, adam = ck->optimizer != SC_OPT_SGD;
     for (int l = 0; l < net->nlayers; l++)
-        n += 2 * net->layers[l].ntensors + (net->layers[l].nbuffers ? net->layers[l].nbuffers + 1 : 0);
+        n += 4 * net->layers[l].ntensors + (net->layers[l].nbuffers ? net->layers[l].nbuffers + 1 : 0);
     struct sc_st_out *out = calloc(n + 1, sizeof(*out));
     char(*names)[96] = calloc(n + 1, sizeof(*names));
     if (!out || !names) {
@@ -223,17 +264,21 @@ static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const 
     /* PyTorch counts a batch normalization's batches per forward pass: K
      * an iteration */
     int64_t batches = ck->iteration * (with_order ? ck->order.accumulate : 1);
-    for (int momentum = 0; momentum < 2; momentum++)
+    /* the parameters, then the momentum (SGD) or Adam's three */
+    int kinds[] = {0, 1}, adam_kinds[] = {0, 2, 3, 4};
+    for (int j = 0; j < (adam ? 4 : 2); j++)
         for (int l = 0; l < net->nlayers; l++) {
             const struct sc_layer *layer = &net->layers[l];
+            int kind = adam ? adam_kinds[j] : kinds[j];
             for (int i = 0; i < layer->ntensors; i++, k++) {
                 const struct sc_param_tensor *t = &layer->tensors[i];
-                tensor_name(names[k], sizeof(names[k]), layer, t, momentum);
+                tensor_name(names[k], sizeof(names[k]), layer, t, kind);
                 out[k].name = names[k];
                 out[k].dtype = "F32";
-                out[k].ndim = t->ndim;
+                out[k].ndim = kind == 4 ? 0 : t->ndim;
                 memcpy(out[k].shape, t->shape, sizeof(t->shape));
-                out[k].data = (momentum ? ck->v[l] : ck->w[l]) + t->offset;
+                float *data[] = {ck->w[l], ck->v[l], ck->v[l], ck->sq[l]};
+                out[k].data = kind == 4 ? &ck->step[l] : data[kind] + t->offset;
             }
         }
     for (int l = 0; l < net->nlayers; l++) {
@@ -272,9 +317,10 @@ int sc_checkpoint_save(struct sc_net *net, struct sc_runtime *rt, const char *pa
         return err ? err : sc_error(SC_ERR_NOMEM, "another rank ran out of memory saving %s", path);
     }
     ck->iteration = net->iteration;
+    ck->optimizer = sc_net_optimizer(net);
     if (order)
         ck->order = *order;
-    err = sc_net_read_state(net, ck->w, ck->v);
+    err = sc_net_read_state(net, ck->w, ck->v, ck->sq, ck->step);
     if (!err)
         err = sc_net_read_buffers(net, ck->b);
     if (!err && rt->rank == 0)

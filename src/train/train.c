@@ -57,6 +57,12 @@ int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset
     if (got->global_batch != want.global_batch)
         return sc_error(SC_ERR_ARG, "--resume %s: saved with --batch %lld, this run has --batch %lld", o->load,
                         (long long)got->global_batch, (long long)want.global_batch);
+    if (!ck->has_state)
+        return sc_error(SC_ERR_ARG, "--resume %s: the checkpoint has no state of --optimizer %s (saved with another)",
+                        o->load,
+                        o->comm.optimizer == SC_OPT_SGD    ? "sgd"
+                        : o->comm.optimizer == SC_OPT_ADAM ? "adam"
+                                                           : "adamw");
     if (got->accumulate != want.accumulate)
         return sc_error(SC_ERR_ARG, "--resume %s: saved with --accumulate %lld, this run has --accumulate %lld",
                         o->load, (long long)got->accumulate, (long long)want.accumulate);
@@ -190,7 +196,8 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
         for (int l = 0; l < net->nlayers; l++) {
             size_t n = net->layers[l].nparams, nb = net->layers[l].nbuffer_values;
             if (n)
-                h = fnv(fnv(h, ck->w[l], n * sizeof(float)), ck->v[l], n * sizeof(float));
+                h = fnv(fnv(fnv(h, ck->w[l], n * sizeof(float)), ck->v[l], n * sizeof(float)), ck->sq[l],
+                        n * sizeof(float));
             if (nb && ck->b[l])
                 h = fnv(h, ck->b[l], nb * sizeof(float));
         }

@@ -15,16 +15,22 @@ struct sc_data_order {
 
 /* A checkpoint read from a file and checked against a network. */
 struct sc_checkpoint {
-    float **w, **v; /* per layer: parameters, momentum (NULL for no parameters) */
-    float **b;      /* per layer: buffers (BN's running statistics), NULL for none or
-                     * when the file has none (older checkpoints: the net keeps its own) */
+    float **w, **v;              /* per layer: parameters, momentum or Adam's exp_avg (NULL for no parameters) */
+    float **sq;                  /* per layer: Adam's exp_avg_sq (NULL for no parameters) */
+    float *step;                 /* per layer: Adam's step count */
+    enum sc_optimizer optimizer; /* whose state v, sq and step hold (read: the net's) */
+    int has_state;               /* read: the file has the optimizer's state (momentum or Adam's) */
+    float **b;                   /* per layer: buffers (BN's running statistics), NULL for none or
+                                  * when the file has none (older checkpoints: the net keeps its own) */
     int64_t iteration;
     struct sc_data_order order; /* how the iteration's samples were drawn; -1 when not saved */
 };
 
-/* Read path and check it against net's tensors (names, shapes, dtypes).
+/* Read path and check it against net's tensors (names, shapes, dtypes);
+ * the state of optimizer (the momentum, or Adam's) where the file has it.
  * No runtime needed: call it before starting MPI so a bad file fails fast. */
-int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_checkpoint **out);
+int sc_checkpoint_read(const struct sc_net *net, const char *path, enum sc_optimizer optimizer,
+                       struct sc_checkpoint **out);
 void sc_checkpoint_free(const struct sc_net *net, struct sc_checkpoint *ck);
 /* Sync point: every rank sets the state (all ranks call it). */
 int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck);
