@@ -695,6 +695,39 @@ def optimizer_names(model):
     return {name: "optimizer.%s.momentum_buffer" % name for name, _ in model.named_parameters()}
 
 
+ADAM_STATE = ("exp_avg", "exp_avg_sq", "step")
+
+
+def adam_names(model):
+    """Checkpoint names of torch.optim.Adam's / AdamW's state of each
+    parameter: optimizer.<param>.exp_avg, .exp_avg_sq (float32, the
+    parameter's shape) and .step (float32, shape [], as torch keeps it)."""
+    return {name: ["optimizer.%s.%s" % (name, k) for k in ADAM_STATE] for name, _ in model.named_parameters()}
+
+
+def adam_state_dict(path, tensors, model, optimizer):
+    """optimizer.state_dict() (torch.optim.Adam or AdamW over
+    model.parameters(), in that order) with the state of starconv's
+    checkpoint tensors: 'state'[i] = {'step', 'exp_avg', 'exp_avg_sq'} for
+    the i-th parameter; None when the checkpoint has no Adam state."""
+    sd = optimizer.state_dict()
+    found = False
+    for i, (pname, p) in enumerate(model.named_parameters()):
+        names = adam_names(model)[pname]
+        if not any(n in tensors for n in names):
+            continue
+        missing = [n for n in names if n not in tensors]
+        if missing:
+            raise ScError("%s: no tensor '%s'" % (path, missing[0]))
+        m, v, step = (tensors[n] for n in names)
+        for n, t, shape in ((names[0], m, list(p.shape)), (names[1], v, list(p.shape)), (names[2], step, [])):
+            if t.dtype != torch.float32 or list(t.shape) != shape:
+                raise ScError("%s: tensor '%s' is %s %s, expected float32 %s" % (path, n, t.dtype, list(t.shape), shape))
+        sd["state"][i] = {"step": step.clone(), "exp_avg": m.clone(), "exp_avg_sq": v.clone()}
+        found = True
+    return sd if found else None
+
+
 def save_checkpoint(path, model, optimizer=None, iteration=0, metadata=None):
     """Write parameters (state_dict names), momentum buffers (zeros where the
     optimizer has none yet) and optimizer.iteration (I64, shape [])."""
@@ -733,7 +766,9 @@ def checkpoint_tensor(path, name, t, ref):
 
 def load_checkpoint(path, model, optimizer=None, require_optimizer=False):
     """Load parameters into model (names and shapes must match exactly) and,
-    when present, momentum buffers into optimizer (torch.optim.SGD).
+    when present, momentum buffers into optimizer (torch.optim.SGD), or
+    Adam's state into optimizer's state_dict (torch.optim.Adam, AdamW:
+    adam_state_dict).
     Batch normalization buffers (running_mean, running_var,
     num_batches_tracked) that the checkpoint lacks (older checkpoints) keep
     PyTorch's defaults, with a warning on stderr for each.
@@ -754,6 +789,7 @@ def load_checkpoint(path, model, optimizer=None, require_optimizer=False):
     # optimizer.seed, .global_batch, .train_samples, .shuffle, .accumulate: starconv's
     # data order for --resume; nothing PyTorch's side uses.
     known = (set(sd) | {"optimizer.iteration"} | set(optimizer_names(model).values())
+             | set(n for names in adam_names(model).values() for n in names)
              | {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples", "optimizer.shuffle",
                 "optimizer.accumulate"})
     extra = [n for n in tensors if n not in known]
@@ -761,6 +797,13 @@ def load_checkpoint(path, model, optimizer=None, require_optimizer=False):
         raise ScError("%s: unexpected tensor(s) %s (checkpoint of another model?)" % (path, ", ".join(extra)))
     model.load_state_dict(new_sd)
     params = dict(model.named_parameters())
+    if isinstance(optimizer, (torch.optim.Adam, torch.optim.AdamW)):
+        osd = adam_state_dict(path, tensors, model, optimizer)
+        if osd is None and require_optimizer:
+            raise ScError("%s: no Adam state (optimizer.<param>.exp_avg)" % path)
+        if osd is not None:
+            optimizer.load_state_dict(osd)
+        optimizer = None  # momentum buffers are SGD's
     for pname, bname in optimizer_names(model).items():
         if bname not in tensors:
             if require_optimizer:

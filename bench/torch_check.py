@@ -22,7 +22,12 @@ Check mode:
   Batch normalization's running_mean / running_var count as parameters when
   FINAL has them, its num_batches_tracked must equal PyTorch's exactly;
   those FINAL lacks are reported as "not in checkpoint" and do not fail.
-  --check-momentum also holds the momentum buffers to the tolerance.
+  --check-momentum also holds the momentum buffers (or Adam's exp_avg,
+  exp_avg_sq and step) to the tolerance.
+  --optimizer adam|adamw (with --betas B1,B2, --eps E; --weight-decay's
+  default 0.01 for adamw, as torch's) trains with torch.optim.Adam or
+  AdamW (foreach=False) instead, INIT's optimizer.<param>.exp_avg,
+  .exp_avg_sq and .step mapped into its state_dict() when present.
   --save-final PATH writes PyTorch's own result as a checkpoint.
   --accumulate K (as starconv-train's) makes an iteration K batches of B
   in order, their losses divided by K and their gradients summed by
@@ -140,11 +145,23 @@ def train(model, opt, images, labels, start, iters, batch, scheduler=None, accum
     return loss
 
 
+def make_optimizer(args, model):
+    """torch.optim.SGD, Adam or AdamW (--optimizer) on model's parameters,
+    the single-tensor implementations (foreach=False) that starconv's
+    kernels follow op by op."""
+    if args.optimizer == "sgd":
+        return torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
+                               weight_decay=args.weight_decay or 0.0)
+    betas = tuple(float(b) for b in args.betas.split(","))
+    cls = torch.optim.Adam if args.optimizer == "adam" else torch.optim.AdamW
+    wd = args.weight_decay if args.weight_decay is not None else (0.0 if args.optimizer == "adam" else 0.01)
+    return cls(model.parameters(), lr=args.lr, betas=betas, eps=args.eps, weight_decay=wd, foreach=False)
+
+
 def do_check(args, spec):
     no_per_pixel(spec)
     model = sc_torch.build_model(spec)
-    opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
-                          weight_decay=args.weight_decay)
+    opt = make_optimizer(args, model)
     it0 = sc_torch.load_checkpoint(args.init, model, opt)
     start = args.start_iter if args.start_iter is not None else it0
     final, _ = sc_torch.st_read_torch(args.final)
@@ -155,10 +172,10 @@ def do_check(args, spec):
         opt.step()  # no gradients yet: only the scheduler's order of calls is kept
         scheduler.step()
     loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler, args.accumulate)
-    print("torch_check: %s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
+    print("torch_check: %s, %d iterations from iteration %d, batch %d, %s, lr %g, momentum %g, "
           "weight decay %g; last loss %.6f"
-          % (spec.name, args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
-             float(loss) if loss is not None else float("nan")))
+          % (spec.name, args.iters, start, args.batch, args.optimizer, args.lr, args.momentum,
+             opt.param_groups[0]["weight_decay"], float(loss) if loss is not None else float("nan")))
     if args.save_final:
         sc_torch.save_checkpoint(args.save_final, model, opt, start + args.iters)
 
@@ -184,6 +201,18 @@ def do_check(args, spec):
         if not e <= worst:
             worst, worst_name = e, name
     params = dict(model.named_parameters())
+    for pname, names in sc_torch.adam_names(model).items():
+        st = opt.state.get(params[pname], {})
+        for bname, key in zip(names, sc_torch.ADAM_STATE):
+            if bname not in final or key not in st:
+                continue
+            e = rel_err(final[bname], st[key])
+            bad = args.check_momentum and not e <= args.tol
+            ok &= not bad
+            print("  %-34s %-16s rel err %.3e%s" % (bname, "x".join(map(str, st[key].shape)) or "scalar", e,
+                                                     "  > tol" if bad else ""))
+            if args.check_momentum and not e <= worst:
+                worst, worst_name = e, bname
     for pname, bname in sc_torch.optimizer_names(model).items():
         if bname not in final:
             continue
@@ -250,7 +279,12 @@ def main():
                     help="K batches of B per iteration, one optimizer step (default 1)")
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
-    ap.add_argument("--weight-decay", type=float, default=0.0)
+    ap.add_argument("--weight-decay", type=float, default=None,
+                    help="default 0, 0.01 for adamw (as torch.optim's)")
+    ap.add_argument("--optimizer", choices=("sgd", "adam", "adamw"), default="sgd",
+                    help="torch.optim.SGD (default), Adam or AdamW (foreach=False)")
+    ap.add_argument("--betas", default="0.9,0.999", help="Adam's B1,B2 (default 0.9,0.999)")
+    ap.add_argument("--eps", type=float, default=1e-8, help="Adam's eps (default 1e-8)")
     ap.add_argument("--lr-schedule", default=None, help="as starconv-train's (default constant)")
     ap.add_argument("--warmup", default=None, help="W[:F], as starconv-train's")
     ap.add_argument("--total-iters", type=int, default=None,
