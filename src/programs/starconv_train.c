@@ -482,10 +482,12 @@ static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *
     struct sc_mem_report m;
     sc_net_memory(net, &m);
     double mine[3] = {(double)m.activations, (double)m.parameters, (double)m.workspaces};
-    double *all = malloc(sizeof(double) * 3 * rt->size);
+    double *all = malloc(sizeof(double) * 4 * rt->size), state = (double)m.optimizer_state;
     if (!all)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     MPI_Allgather(mine, 3, MPI_DOUBLE, all, 3, MPI_DOUBLE, rt->ctl);
+    double *states = all + 3 * rt->size;
+    MPI_Allgather(&state, 1, MPI_DOUBLE, states, 1, MPI_DOUBLE, rt->ctl);
     int worst = 0;
     for (int r = 0; r < rt->size; r++)
         if (all[3 * r] + all[3 * r + 1] + all[3 * r + 2] > all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2])
@@ -496,6 +498,10 @@ static int check_memory(const struct sc_train_opts *o, const struct sc_runtime *
         for (int r = 0; r < rt->size; r++)
             printf("%4d %14.0f %14.0f %14.0f %14.0f\n", r, all[3 * r], all[3 * r + 1], all[3 * r + 2],
                    all[3 * r] + all[3 * r + 1] + all[3 * r + 2]);
+        static const char *const names[] = {"SGD's momentum", "Adam's", "AdamW's"};
+        for (int r = 0; r < rt->size; r++)
+            printf("rank %d optimizer state %.0f bytes (%s, of its parameters)\n", r, states[r],
+                   names[o->comm.optimizer]);
         fflush(stdout);
     }
     double total = all[3 * worst] + all[3 * worst + 1] + all[3 * worst + 2];
