@@ -69,6 +69,16 @@ expect "batch not divisible by the ranks" "does not split evenly over 2 ranks" 2
 expect "accumulate 0" "--accumulate: '0' is not an integer in \[1, 4096\]" 1 $L --data "$DATA" --accumulate 0
 expect "accumulate past 4096" "--accumulate: '4097' is not an integer in \[1, 4096\]" 1 $L --data "$DATA" \
   --accumulate 4097
+expect "optimizer name" "--optimizer: 'lamb' is not sgd, adam or adamw" 1 $L --data "$DATA" --optimizer lamb
+expect "amsgrad refused" "--optimizer amsgrad: AMSGrad is not supported" 1 $L --data "$DATA" --optimizer amsgrad
+expect "momentum with adam" "--momentum is SGD's: --optimizer adam takes --betas" 1 $L --data "$DATA" \
+  --optimizer adam --momentum 0.5
+expect "betas with sgd" "--betas and --eps are Adam's" 1 $L --data "$DATA" --betas 0.9,0.99
+expect "betas one number" "--betas: '0.9' is not two numbers B1,B2" 1 $L --data "$DATA" --optimizer adam --betas 0.9
+expect "betas of 1" "--betas 0.9,1: beta 2 is 1, not in \[0, 1)" 1 $L --data "$DATA" --optimizer adamw --betas 0.9,1
+expect "betas three" "--betas: '0.9,0.99,0.5' is not two numbers" 1 $L --data "$DATA" --optimizer adam \
+  --betas 0.9,0.99,0.5
+expect "eps negative" "--eps: '-1e-8' is not a number >= 0" 1 $L --data "$DATA" --optimizer adam --eps -1e-8
 expect "accumulate not a number" "--accumulate: 'four'" 1 $L --data "$DATA" --accumulate four
 expect "batch x accumulate past the data" "--batch 20000 x --accumulate 4 is more than the 60000 training" 1 \
   $L --data "$DATA" --batch 20000 --accumulate 4 --test off

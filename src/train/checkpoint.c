@@ -1,7 +1,8 @@
 /* Checkpoints as safetensors files with PyTorch's state_dict names and
  * layouts for the nn.Sequential equivalent of the cfg (batch
  * normalization's running statistics and num_batches_tracked included),
- * plus the momentum buffers and the iteration counter. */
+ * plus the optimizer's state (SGD's momentum buffers, or Adam's exp_avg,
+ * exp_avg_sq and step) and the iteration counter. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
