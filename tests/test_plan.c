@@ -83,14 +83,14 @@ static struct sc_calib *calib(double alpha, double beta)
 static void fill(struct sc_calib *c, const struct sc_net *net, int P, int B, int mode)
 {
     struct fill f = {c, mode};
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0, 0, 1};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0, 0, 1, SC_OPT_SGD};
     sc_plan_kernels(net, &o, add_kernel, &f);
 }
 
 static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, int P, int B, const char *grid,
                             double mem_limit)
 {
-    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0, 0, 1};
+    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0, 0, 1, SC_OPT_SGD};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -100,7 +100,7 @@ static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, 
 static struct sc_plan *plan_margin(const struct sc_net *net, const struct sc_calib *c, int P, int B,
                                    const char *grad_comm, double margin)
 {
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0, 0, 1};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0, 0, 1, SC_OPT_SGD};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -157,7 +157,7 @@ static void test_allreduce_timeline(void)
     check(p && near(p->layer[1].allreduce, ar_fc) && near(p->layer[0].allreduce, ar_conv),
           "n2: per-layer allreduce from the calibration's points");
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0, 0, 1};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0, 0, 1, SC_OPT_SGD};
     sc_plan_make(net, c, &o, &p);
     check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g", p ? p->time : -1,
           end);
@@ -166,7 +166,7 @@ static void test_allreduce_timeline(void)
     /* --accumulate 4: three micro-batches of compute alone (t_end each),
      * then the last one's timeline as above: one reduction, one update */
     for (int pol = 0; pol < 2; pol++) {
-        struct sc_plan_opts ok = {2, 2, 1, 0, "n2", pol ? "end" : "layer", 0, 0, 0, 4};
+        struct sc_plan_opts ok = {2, 2, 1, 0, "n2", pol ? "end" : "layer", 0, 0, 0, 4, SC_OPT_SGD};
         double want = 3 * t_end + (pol ? end : layer);
         p = NULL;
         sc_plan_make(net, c, &ok, &p);
@@ -1009,6 +1009,40 @@ static void test_missing(void)
     sc_net_destroy(net);
 }
 
+/* --optimizer adam: no momentum, but the two moments of the chunk each
+ * rank owns in the ring (1/group of its share): on 4 ranks of samples the
+ * memory is 4 N - 2 N bytes less than SGD's (N parameters), on 1 rank 4 N
+ * more; the update moves 28 bytes a parameter instead of 20. */
+static void test_optimizer_memory(void)
+{
+    struct sc_net *net = model("m4.cfg", m4_text);
+    double N = (double)sc_net_nparams(net);
+    for (int P = 1; P <= 4; P += 3) {
+        struct sc_calib *c = calib(1e-6, 1e-10);
+        fill(c, net, P, 4, WORK);
+        sc_calib_add_allreduce(c, P, 1000, 1e-6);
+        sc_calib_add_allreduce(c, P, 1e6, 1e-5);
+        char grid[8];
+        snprintf(grid, sizeof grid, "n%d", P);
+        struct sc_plan *p[2] = {NULL, NULL};
+        for (int k = 0; k < 2; k++) {
+            struct sc_plan_opts o = {P, 4, 1, 0, grid, NULL, 0, 0, 0, 1, k ? SC_OPT_ADAM : SC_OPT_SGD};
+            if (sc_plan_make(net, c, &o, &p[k]))
+                printf("plan: %s\n", sc_last_error());
+        }
+        double want = 4 * N - 8 * N / P;
+        check(p[0] && p[1] && near(p[0]->total.memory - p[1]->total.memory, want),
+              "%s: SGD's memory - Adam's = %.0f bytes (want 4 N - 8 N / %d = %.0f)", grid,
+              p[0] && p[1] ? p[0]->total.memory - p[1]->total.memory : 0, P, want);
+        check(p[0] && p[1] && near(p[1]->total.update, p[0]->total.update * 28 / 20),
+              "%s: Adam's update %.3g s, 28/20 of SGD's %.3g s", grid, p[1] ? p[1]->total.update : 0,
+              p[0] ? p[0]->total.update : 0);
+        sc_plan_free(p[0]), sc_plan_free(p[1]);
+        sc_calib_free(c);
+    }
+    sc_net_destroy(net);
+}
+
 int main(void)
 {
     if (!mkdtemp(dir)) {
@@ -1030,6 +1064,7 @@ int main(void)
     test_channels();
     test_two_levels();
     test_search_follows_network();
+    test_optimizer_memory();
     test_residual();
     test_search_against_brute_force();
     test_missing();

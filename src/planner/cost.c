@@ -455,16 +455,20 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
             return sc_error(SC_ERR_PARSE, "the calibration has no allreduce over %d ranks (%s)", c->group,
                             "calibrate with as many ranks as you plan for");
     }
-    /* SGD: read weight, gradient and momentum, write two. */
-    c->update = 20.0 * np / m->c->stream;
+    /* SGD: read weight, gradient and momentum, write two; Adam: read
+     * weight, gradient and both moments, write three. */
+    c->update = (m->adam ? 28.0 : 20.0) * np / m->c->stream;
     /* The output and its gradient per sample, partial sums too, and the
-     * weights, momentum, gradient and one partial gradient per tile. */
+     * weights, momentum, gradient and one partial gradient per tile;
+     * under Adam no momentum but its two moments of the chunk this rank
+     * owns in the gradient's ring (1/group of the share). */
     double act = 8.0 * b.nr * b.cout * sc_box_area(b.ob);
     if (l->mixes_channels && gc > 1)
         act *= 2;
     if (first_layer(l))
         act += 4.0 * b.nr * l->in.c * l->in.h * l->in.w;
-    c->memory = act + 4.0 * np * (3 + b.tiles);
+    c->memory = m->adam ? act + 4.0 * np * (2 + b.tiles) + 8.0 * np / (c->group > 1 ? c->group : 1)
+                        : act + 4.0 * np * (3 + b.tiles);
     return 0;
 }
 

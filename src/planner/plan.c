@@ -95,7 +95,8 @@ static struct model make_model(const struct sc_net *net, const struct sc_calib *
                       .replicate = o->ranks > 1 && o->fc_replicate > 0 ? o->fc_replicate : 0,
                       .rpn = c->ranks_per_node,
                       .segment_bytes = segment_bytes(o, c),
-                      .K = o->accumulate > 1 ? o->accumulate : 1};
+                      .K = o->accumulate > 1 ? o->accumulate : 1,
+                      .adam = o->optimizer != SC_OPT_SGD};
     parse_policy(o, &m.policy, &m.bucket_mb); /* checked by check_options */
     if (m.W < 1)
         m.W = 1;

@@ -20,7 +20,7 @@
  *    the layers before it (or, under --grad-comm end, none hidden); for a
  *    layer --fc-replicate replicates, the allgathers of its inputs and
  *    errors instead, and the whole batch's weight gradient on every rank;
- *  - update: the SGD step over the rank's share of the parameters;
+ *  - update: the optimizer's step (SGD or Adam) over the rank's share of the parameters;
  *  - memory: activations, their gradients and parameter state per rank.
  * No MPI, no StarPU: every rank computes the same plan from the same
  * inputs. */
@@ -34,26 +34,29 @@
 
 struct sc_plan_opts {
     int ranks, batch;
-    int workers;           /* CPU workers per rank; 0: the calibration's */
-    double mem_limit;      /* bytes per rank; 0: none */
-    const char *grid;      /* NULL: search; else predict this grid for every layer, as
-                            * --parallel GRID applies it (whole-sample layers n<P>) */
-    const char *grad_comm; /* NULL: the best of layer, bucket:25 and end; else layer,
-                            * bucket:MB or end, as --grad-comm takes them */
-    double mix_margin;     /* a search's plan that mixes distributions is kept only
-                            * if it beats every uniform one by more than this
-                            * fraction (SC_PLAN_MIX_MARGIN; 0: by anything) */
-    int fc_replicate;      /* as --fc-replicate F: the first F [connected] layers
-                            * gather their inputs and errors instead of reducing
-                            * their gradient (sample parallelism only: with F > 0
-                            * the plan is n<ranks>, not searched); 0: none; < 0:
-                            * the search also tries n<ranks> with each F and keeps
-                            * one that beats its plan by more than mix_margin */
-    int segment_kb;        /* as --comm-segment KB: the ring's segments in training;
-                            * 0: auto, what the runtime's rule gives the
-                            * calibration's link (base/ring_segment.h) */
-    int accumulate;        /* as --accumulate K: K micro-batches of batch per
-                            * iteration, their gradients reduced once (0: 1) */
+    int workers;                 /* CPU workers per rank; 0: the calibration's */
+    double mem_limit;            /* bytes per rank; 0: none */
+    const char *grid;            /* NULL: search; else predict this grid for every layer, as
+                                  * --parallel GRID applies it (whole-sample layers n<P>) */
+    const char *grad_comm;       /* NULL: the best of layer, bucket:25 and end; else layer,
+                                  * bucket:MB or end, as --grad-comm takes them */
+    double mix_margin;           /* a search's plan that mixes distributions is kept only
+                                  * if it beats every uniform one by more than this
+                                  * fraction (SC_PLAN_MIX_MARGIN; 0: by anything) */
+    int fc_replicate;            /* as --fc-replicate F: the first F [connected] layers
+                                  * gather their inputs and errors instead of reducing
+                                  * their gradient (sample parallelism only: with F > 0
+                                  * the plan is n<ranks>, not searched); 0: none; < 0:
+                                  * the search also tries n<ranks> with each F and keeps
+                                  * one that beats its plan by more than mix_margin */
+    int segment_kb;              /* as --comm-segment KB: the ring's segments in training;
+                                  * 0: auto, what the runtime's rule gives the
+                                  * calibration's link (base/ring_segment.h) */
+    int accumulate;              /* as --accumulate K: K micro-batches of batch per
+                                  * iteration, their gradients reduced once (0: 1) */
+    enum sc_optimizer optimizer; /* as --optimizer: Adam's state (exp_avg, exp_avg_sq) is
+                                  * priced on the owners of the ring's chunks, 1/group of a
+                                  * layer's share per rank, in place of SGD's momentum */
 };
 
 /* The margin starconv-plan and starconv-train give a mixed plan.  Its

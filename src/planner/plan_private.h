@@ -64,6 +64,7 @@ struct model {
     double segment_bytes; /* of the ring's segments, as the runtime sizes them */
     int K;                /* --accumulate: micro-batches of B per iteration, the
                            * gradients reduced once, after the last */
+    int adam;             /* --optimizer adam or adamw (sc_plan_opts.optimizer) */
 };
 
 static inline int ext(const struct sc_grid *g, enum sc_dim d)

@@ -41,6 +41,8 @@ static const char usage[] =
     "                       of B, the gradients reduced once, after the K-th: K times the\n"
     "                       compute and messages of a batch, one reduction and update\n"
     "                       (default 1)\n"
+    "  --optimizer O        price starconv-train --optimizer O: sgd (default), adam or adamw\n"
+    "                       (Adam's moments on the owners of the ring's chunks)\n"
     "  --workers W          CPU workers per rank (default: the calibration's; calibrate:\n"
     "                       STARPU_NCPU, else 1)\n"
     "  --calibration FILE   the calibration to read or extend (default " DEFAULT_CALIBRATION ",\n"
@@ -90,6 +92,7 @@ struct opts {
     enum sc_calibrate_device device;
     int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks, fc_replicate, segment_kb, segment_set;
     int quick, reps_set, accumulate;
+    enum sc_optimizer optimizer;
     double mem_limit;
 };
 
@@ -103,6 +106,7 @@ static const struct option plan_options[] = {
     {"ranks", required_argument, 0, 'P'},
     {"batch", required_argument, 0, 'b'},
     {"accumulate", required_argument, 0, 'A'},
+    {"optimizer", required_argument, 0, 1060},
     {"workers", required_argument, 0, 'W'},
     {"calibration", required_argument, 0, 'c'},
     {"mem-limit", required_argument, 0, 'M'},
@@ -138,6 +142,9 @@ static int plan_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 'A':
         err = sc_cli_accumulate(name, arg, &o->accumulate);
+        break;
+    case 1060:
+        err = sc_cli_optimizer(name, arg, &o->optimizer);
         break;
     case 'W':
         err = sc_cli_int(name, arg, 1, 1024, &o->workers);
@@ -239,8 +246,9 @@ static int plan(const struct opts *o, const struct sc_net *net)
 {
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {o->ranks,     o->batch,           o->workers,      o->mem_limit,  o->grid,
-                              o->grad_comm, SC_PLAN_MIX_MARGIN, o->fc_replicate, o->segment_kb, o->accumulate};
+    struct sc_plan_opts po = {o->ranks,      o->batch,      o->workers,         o->mem_limit,
+                              o->grid,       o->grad_comm,  SC_PLAN_MIX_MARGIN, o->fc_replicate,
+                              o->segment_kb, o->accumulate, o->optimizer};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
         err = sc_error(err,
@@ -375,7 +383,7 @@ static int calibrate_cuda(struct opts *o, const struct sc_net *net)
         err = sc_error(SC_ERR_ARG, "%s holds kernel times of '%s', not of '%s': calibrate into another file",
                        o->calibration, was, c->machine);
     if (!err) {
-        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0, 1};
+        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0, 1, SC_OPT_SGD};
         c->workers = 1;
         double t0 = now_s();
         err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CUDA, stderr);
@@ -413,7 +421,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
-        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0, 1};
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0, 1, SC_OPT_SGD};
         c->workers = o->workers;
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);
