@@ -1,7 +1,7 @@
 /* Adam and AdamW as torch.optim's (kernels/adam.c) over several vectors
  * and their one state vector, with the non-finite watch (--nonfinite) and
- * the whole-batch gate.  CPU only: the state is small next to the
- * weights, and a CUDA worker hands the task to a CPU one. */
+ * the whole-batch gate.  CPU only (a CUDA build runs it on a CPU worker,
+ * the vectors copied back to main memory for it). */
 #include "cl_common.h"
 #include "kernels/adam.h"
 #include "kernels/vector.h"
@@ -82,7 +82,9 @@ int sc_insert_adam(const struct sc_task_opts *opts, const struct sc_sgd_args *a,
             return ret;
         d[nd++] = (struct starpu_data_descr){a->gate, STARPU_R};
     }
+    /* CPU only, whatever worker kind the caller's tasks prefer */
+    struct sc_task_opts cpu = {opts ? opts->priority : 0, SC_WHERE_CPU};
     return sc_insert_result(starpu_task_insert(&cl_adam, STARPU_VALUE, a, sizeof *a, STARPU_DATA_MODE_ARRAY, d, nd,
-                                               SC_TASK_ATTRS(opts, name), 0),
+                                               SC_TASK_ATTRS(&cpu, name), 0),
                             "adam");
 }
