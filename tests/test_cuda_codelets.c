@@ -581,7 +581,7 @@ static void eltwise_cases(void)
 
 static void vector_cases(void)
 {
-    static struct sc_sgd_args sgd = {0.05f, 0.9f, 1e-4f, 1, NULL, NULL};
+    static struct sc_sgd_args sgd = {.lr = 0.05f, .momentum = 0.9f, .weight_decay = 1e-4f, .iteration = 1};
     static int n = 1000;
     struct tcase t[] = {
         {"accumulate", 2, {1000, 1000}, {4, 4}, {F_RAND, F_RAND}, {1, 0}, 0, s_accumulate, NULL},

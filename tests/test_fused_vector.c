@@ -7,7 +7,8 @@
  * a gradient sum with ReLU's backward against the accumulation then the
  * ReLU backward, on a handle longer than the ReLU's length.  Each buffer
  * is compared byte for byte, GUARD elements past its end included; the
- * wrappers' argument errors. */
+ * wrappers' argument errors.  Adam's one task over several vectors and
+ * their one state against its kernel on the vectors end to end. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 
 #include "check.h"
 #include "codelets/codelets.h"
+#include "kernels/adam.h"
 #include "src/starconv.h"
 
 #define GUARD 4
@@ -138,7 +140,12 @@ static void test_sgd_case(const char *what, int watch, int freeze, int bad, floa
     for (int k = 0; k < 2; k++) {
         if (gate_value >= 0)
             starpu_vector_data_register(&hgate[k], STARPU_MAIN_RAM, (uintptr_t)&gate[k], 1, sizeof(float));
-        a[k] = (struct sc_sgd_args){0.1f, 0.9f, 0.01f, 7, watch ? &wt[k] : NULL, hgate[k]};
+        a[k] = (struct sc_sgd_args){.lr = 0.1f,
+                                    .momentum = 0.9f,
+                                    .weight_decay = 0.01f,
+                                    .iteration = 7,
+                                    .watch = watch ? &wt[k] : NULL,
+                                    .gate = hgate[k]};
     }
     for (int i = 0; i < NVEC; i++) {
         inserted(sc_insert_sgd(NULL, &a[0], sep.hw[i], sep.hv[i], sep.hg[i], "sgd"), "sgd");
@@ -166,6 +173,73 @@ static void test_sgd_case(const char *what, int watch, int freeze, int bad, floa
     set_rm(&orig), set_rm(&sep), set_rm(&one);
 }
 
+/* sc_insert_adam over NVEC vectors and one state: two steps give the bits
+ * of the kernel on the vectors laid end to end (the state's exp_avg and
+ * exp_avg_sq one after the other, the step count last: 2).  Then a third
+ * step with a NaN in vector 1 under a watch, and one behind a closed
+ * gate: no vector and no state changes (the count stays 2), and the watch
+ * records the iteration. */
+static void test_adam(int decoupled)
+{
+    size_t total = 0;
+    for (int i = 0; i < NVEC; i++)
+        total += lengths[i];
+    struct set one;
+    set_make(&one, NULL);
+    struct buf state = mk(sc_adam_state_floats(total), 0);
+    float *w = malloc(total * sizeof(float)), *g[2], *m = calloc(2 * total, sizeof(float));
+    g[0] = malloc(total * sizeof(float)), g[1] = malloc(total * sizeof(float));
+    memset(state.p, 0, sc_adam_state_floats(total) * sizeof(float));
+    for (size_t i = 0, off = 0; i < NVEC; off += lengths[i++])
+        memcpy(w + off, one.w[i].p, lengths[i] * sizeof(float));
+    struct sc_sgd_args a = {1e-3f, 0, 0.05f, 7, NULL, NULL, decoupled ? SC_OPT_ADAMW : SC_OPT_ADAM, 0.9, 0.999, 1e-8};
+    for (int step = 1; step <= 2; step++) {
+        for (size_t i = 0, off = 0; i < NVEC; off += lengths[i++]) {
+            for (size_t j = 0; j < lengths[i]; j++)
+                one.g[i].p[j] = (float)frand();
+            memcpy(g[step - 1] + off, one.g[i].p, lengths[i] * sizeof(float));
+        }
+        inserted(sc_insert_adam(NULL, &a, NVEC, one.hw, one.hg, state.h, "adam"), "adam");
+        starpu_task_wait_for_all();
+        struct sc_adam_step sc;
+        sc_adam_step_scalars(&sc, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, decoupled, step);
+        sc_adam_update(w, m, m + total, g[step - 1], total, &sc);
+    }
+    int same = !memcmp(state.p, m, 2 * total * sizeof(float)) && state.p[2 * total] == 2.0f;
+    for (size_t i = 0, off = 0; i < NVEC; off += lengths[i++])
+        same &= !memcmp(one.w[i].p, w + off, lengths[i] * sizeof(float));
+    check(same, "%s over %d vectors, 2 steps: weights and state bit for bit the kernel's on them end to end",
+          decoupled ? "adamw" : "adam", NVEC);
+    struct buf before = copy_of(&state, 0);
+    struct set kept;
+    set_make(&kept, &one);
+    struct sc_nonfinite watch = {0, 0, 0, 0};
+    one.g[1].p[3] = NAN;
+    a.watch = &watch;
+    inserted(sc_insert_adam(NULL, &a, NVEC, one.hw, one.hg, state.h, "adam"), "adam");
+    starpu_task_wait_for_all();
+    float closed = 1;
+    one.g[1].p[3] = 0;
+    a.watch = NULL;
+    starpu_vector_data_register(&a.gate, STARPU_MAIN_RAM, (uintptr_t)&closed, 1, sizeof(float));
+    inserted(sc_insert_adam(NULL, &a, NVEC, one.hw, one.hg, state.h, "adam"), "adam");
+    starpu_task_wait_for_all();
+    starpu_data_unregister(a.gate);
+    int unchanged = same_bits(&state, &before);
+    for (int i = 0; i < NVEC; i++)
+        unchanged &= !set_changed(&kept, &one, i);
+    check(unchanged && watch.first_iteration == 7 && watch.iterations == 1,
+          "%s: a NaN under a watch, then a closed gate: no vector, no state, no step count changed; recorded",
+          decoupled ? "adamw" : "adam");
+    a.gate = NULL;
+    struct buf short_state = mk(sc_adam_state_floats(total) - 1, 0);
+    refused(sc_insert_adam(NULL, &a, NVEC, one.hw, one.hg, short_state.h, NULL), "adam with a short state");
+    a.optimizer = SC_OPT_SGD;
+    refused(sc_insert_adam(NULL, &a, NVEC, one.hw, one.hg, state.h, NULL), "adam with SGD's arguments");
+    rm(&state), rm(&before), rm(&short_state), set_rm(&one), set_rm(&kept);
+    free(w), free(g[0]), free(g[1]), free(m);
+}
+
 /* A sum's last part with ReLU's backward of the first n of nx elements. */
 static void test_accumulate_relu_bwd(int n, size_t nx)
 {
@@ -190,7 +264,7 @@ static void test_accumulate_relu_bwd(int n, size_t nx)
 static void test_errors(void)
 {
     struct buf a = mk(10, 0), b = mk(10, 0), c = mk(10, 0), short_ = mk(9, 0);
-    struct sc_sgd_args s = {0.1f, 0.9f, 0.0f, 1, NULL, NULL};
+    struct sc_sgd_args s = {.lr = 0.1f, .momentum = 0.9f, .iteration = 1};
     starpu_data_handle_t w[SC_SGD_MULTI_MAX + 1], v[SC_SGD_MULTI_MAX + 1], g[SC_SGD_MULTI_MAX + 1];
     for (int i = 0; i <= SC_SGD_MULTI_MAX; i++)
         w[i] = a.h, v[i] = b.h, g[i] = c.h;
@@ -239,6 +313,8 @@ int main(void)
     test_sgd_case("a gate open", 1, 0, -1, 0);
     test_sgd_case("a gate closed", 1, 0, -1, 1);
     test_sgd_case("a gate closed, no watch", 0, 0, -1, 1);
+    test_adam(0);
+    test_adam(1);
     test_accumulate_relu_bwd(1000, 1000);
     test_accumulate_relu_bwd(1000, 1003);
     test_accumulate_relu_bwd(0, 17);
