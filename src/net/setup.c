@@ -279,8 +279,12 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     for (int i = 0; i < b->nlayers; i++)
         sizes[i] = share_of(net, b->layer[i])->nparams;
     int nmembers = param_segment(net, b->layer[0], members);
-    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
-                                nmembers < D->rt->size ? members : NULL, nmembers, D->comm.direct_kb};
+    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10,
+                                D->comm.window,
+                                nmembers < D->rt->size ? members : NULL,
+                                nmembers,
+                                D->comm.direct_kb,
+                                D->comm.grad_bf16};
     if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
@@ -498,6 +502,14 @@ uint64_t sc_net_grad_bytes(const struct sc_net *net)
     uint64_t n = 0;
     for (int i = 0; i < net->dist->nbuckets; i++)
         n += sc_bucket_bytes_sent(net->dist->buckets[i].vectors);
+    return n;
+}
+
+uint64_t sc_net_grad_partial_bytes(const struct sc_net *net)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < net->dist->nbuckets; i++)
+        n += sc_bucket_partial_bytes_sent(net->dist->buckets[i].vectors);
     return n;
 }
 

@@ -102,6 +102,14 @@ int sc_cli_segment(const char *opt, const char *s, int *kb)
     return 0;
 }
 
+int sc_cli_grad_dtype(const char *opt, const char *s, int *bf16)
+{
+    if (strcmp(s, "fp32") && strcmp(s, "bf16"))
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is neither fp32 nor bf16", opt, s);
+    *bf16 = !strcmp(s, "bf16");
+    return 0;
+}
+
 int sc_cli_parse(int argc, char **argv, const struct option *longopts, sc_cli_handler handle, void *ctx)
 {
     int c, err = 0;
