@@ -32,18 +32,21 @@ static inline uint16_t bf16_round(uint32_t b)
 
 void sc_bf16_from_f32(uint16_t *restrict dst, const float *restrict src, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         dst[i] = bf16_round(f32_bits(src[i]));
 }
 
 void sc_bf16_to_f32(float *restrict dst, const uint16_t *restrict src, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         dst[i] = bits_f32((uint32_t)src[i] << 16);
 }
 
 void sc_accumulate_bf16(float *restrict dst, const uint16_t *restrict src, size_t n)
 {
+#pragma omp simd
     for (size_t i = 0; i < n; i++)
         dst[i] += bits_f32((uint32_t)src[i] << 16);
 }
