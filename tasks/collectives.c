@@ -30,7 +30,7 @@ int64_t sc_tags_reserve(int64_t count)
 /* Up to this many KiB a vector takes the direct path (sc_ring_opts): one
  * MPI collective instead of the ring's messages, each of which costs a
  * task and a request (docs/results.md, "allreduce against MPI"). */
-#define DIRECT_KB_DEFAULT 64
+#define DIRECT_KB_DEFAULT SC_RING_DIRECT_KB_DEFAULT
 
 #define PROBE_BYTES SC_LINK_PROBE_BYTES
 #define PROBE_REPS  5

@@ -459,7 +459,8 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
                               NULL,
                               SC_PLAN_MIX_MARGIN,
                               o->comm.fc_replicate > 0 ? o->comm.fc_replicate : -1,
-                              o->comm.segment_kb};
+                              o->comm.segment_kb,
+                              o->comm.grad_bf16};
     char how[512];
     snprintf(how, sizeof how,
              "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s", rt->size,
