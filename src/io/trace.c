@@ -272,6 +272,10 @@ static int json_body(FILE *f, const void *ctx)
         fprintf(f, "\"cuda_workers\":%d,", t->cuda_workers);
     fputs("\"model\":", f);
     json_str(f, t->model);
+    if (t->grad_dtype[0]) {
+        fputs(",\"grad_dtype\":", f);
+        json_str(f, t->grad_dtype);
+    }
     if (t->placement) {
         fputs(",\"placement\":[", f);
         for (int r = 0; r < t->ranks; r++) {
@@ -415,6 +419,11 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
         return jerr(path, od->pos, "otherData: \"model\" missing or not a string");
     if (strlen(model->str) >= sizeof t->model)
         return jerr(path, model->pos, "otherData: model longer than %zu bytes", sizeof t->model - 1);
+    const struct sc_json_value *gd = sc_json_get(od, "grad_dtype");
+    if (gd && (gd->type != SC_JSON_STR || (strcmp(gd->str, "fp32") && strcmp(gd->str, "bf16"))))
+        return jerr(path, gd->pos, "otherData: \"grad_dtype\" is neither \"fp32\" nor \"bf16\"");
+    if (gd)
+        snprintf(t->grad_dtype, sizeof t->grad_dtype, "%s", gd->str);
     int64_t cuda_workers = 0;
     const struct sc_json_value *cw = sc_json_get(od, "cuda_workers");
     if (cw && jint(cw, 0, (double)v[1], &cuda_workers))

@@ -179,8 +179,9 @@ void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o,
 {
     fprintf(f,
             "overlap report: %s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
-            ", times in ms per iteration\n",
-            t->model, t->model[0] ? ", " : "", t->ranks, t->workers, t->first_iteration, t->last_iteration);
+            "%s%s%s, times in ms per iteration\n",
+            t->model, t->model[0] ? ", " : "", t->ranks, t->workers, t->first_iteration, t->last_iteration,
+            t->grad_dtype[0] ? ", gradients " : "", t->grad_dtype, t->grad_dtype[0] ? " on the wire" : "");
     fprintf(f, "%-4s", "rank");
     for (int c = 0; c < NCOL; c++)
         fprintf(f, "  %*s", cols[c].width, cols[c].head);
