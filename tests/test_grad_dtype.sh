@@ -113,6 +113,21 @@ else
   fail "n2c2 channel groups: [$*] $(tail -1 "$WORK/cmp")"
 fi
 
+# a NaN in the gradients survives the bf16 wire: --nonfinite skip skips
+# the batch (sample 37 is in batch 3) on every rank, and 3 iterations end
+# where 2 end
+nan="--model $MODELS/lenet.cfg --batch 16 --shuffle off --test off --grad-dtype bf16 --comm-direct 0"
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --data synthetic:1x28x28:10:nan=37 --iters 3 --nonfinite skip \
+  --save "$WORK/n3.st" >"$WORK/out" 2>&1
+STARPU_NCPU=1 "$MPIRUN" 2 "$TRAIN" $nan --data synthetic:1x28x28:10:nan=37 --iters 2 --save "$WORK/n2.st" \
+  >/dev/null 2>&1
+if grep -q "1 batches skipped (not finite)" "$WORK/out" &&
+  "$COMPARE" "$WORK/n3.st" "$WORK/n2.st" 0 ignore=optimizer.iteration >/dev/null; then
+  ok "a NaN crosses the bf16 wire: the batch skipped, the checkpoint that of 2 iterations"
+else
+  fail "NaN with --grad-dtype bf16: $(tail -2 "$WORK/out")"
+fi
+
 run 2 1 $common --iters 4 --grad-dtype bf16 --trace "$WORK/t.json" --trace-iters 2:3 --report >"$WORK/log" 2>&1 ||
   fail "trace run"
 if grep -q '"grad_dtype":"bf16"' "$WORK/t.json" &&
