@@ -234,6 +234,7 @@ struct sc_trace_rec {
     int kind;
     int worker; /* StarPU worker id (tasks) */
     double start, end;
+    double bytes; /* a transfer: the bytes this rank sent (0: a receive) */
 };
 /* Start recording (or change the iteration the new records belong to). */
 void sc_trace_record_on(int64_t iteration);

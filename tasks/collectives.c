@@ -426,6 +426,8 @@ int sc_send_piece(const struct sc_task_opts *opts, starpu_data_handle_t h, int d
     if (sc_stall_inject_send(name))
         return 0; /* tests/test_stall.sh: a message never posted */
     struct sc_trace_rec *rec = transfer_record(&cl_ready_r, h, name);
+    if (rec)
+        rec->bytes = (double)starpu_data_get_size(h);
     void *arg = transfer_arg(rec, SC_WAIT_SEND, name, dest, tag, comm);
     int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_opts_priority(opts), comm, sent, arg);
     return err ? transfer_failed("send", err) : 0;

@@ -128,8 +128,16 @@ else
   fail "NaN with --grad-dtype bf16: $(tail -2 "$WORK/out")"
 fi
 
-run 2 1 $common --iters 4 --grad-dtype bf16 --trace "$WORK/t.json" --trace-iters 2:3 --report >"$WORK/log" 2>&1 ||
-  fail "trace run"
+run 2 1 $common --iters 4 --grad-dtype bf16 --trace "$WORK/t.json" --trace-iters 2:3 --report --report-comm \
+  >"$WORK/log" 2>&1 || fail "trace run"
+# the trace's bytes: those --report-comm counts
+total=$(sed -n 's/^all ranks: \([0-9]*\) bytes, .*/\1/p' "$WORK/log")
+if grep -q "^bytes sent per iteration, all ranks: $total (grad_allreduce $total)\$" "$WORK/log" &&
+  "$TOP_BUILDDIR/starconv-report" "$WORK/t.json" | grep -q "^bytes sent per iteration, all ranks: $total "; then
+  ok "the trace counts the bytes --report-comm counts: $total an iteration"
+else
+  fail "the trace's bytes: $(grep '^bytes sent' "$WORK/log"), --report-comm $total"
+fi
 if grep -q '"grad_dtype":"bf16"' "$WORK/t.json" &&
   grep -q '^overlap report: .*, gradients bf16 on the wire, times in ms per iteration$' "$WORK/log" &&
   "$TOP_BUILDDIR/starconv-report" "$WORK/t.json" | head -1 | grep -q 'gradients bf16 on the wire'; then

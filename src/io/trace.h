@@ -18,6 +18,7 @@ struct sc_trace_event {
     int lane;          /* CPU worker index on that rank (0..workers-1), or SC_TRACE_LANE_COMM */
     int64_t iteration; /* the training iteration the event belongs to */
     double start, end; /* microseconds from the trace origin, common to all ranks; end >= start */
+    double bytes;      /* a transfer: the bytes its rank sent (0: a receive, a task) */
 };
 
 #define SC_TRACE_PLACEMENT_LEN 512
@@ -74,6 +75,7 @@ struct sc_trace_comm {
     int64_t iteration; /* the smallest of the merged transfers */
     double start, end;
     int transfers; /* how many transfers were merged into this one */
+    double bytes;  /* the bytes they sent, together */
 };
 /* *out: the merged transfers (*nout), lanes[r]: the transfer lanes of rank
  * r; both malloc'ed, the caller frees them. */

@@ -319,6 +319,7 @@ int sc_trace_print_load(const struct sc_trace *t, FILE *f)
 struct kind {
     const char *phase;
     size_t count;
+    double bytes;
 };
 
 static int cmp_kind(const void *pa, const void *pb)
@@ -349,7 +350,7 @@ int sc_trace_print_tasks(const struct sc_trace *t, FILE *f)
         while (j < nk && strcmp(k[j].phase, phase))
             j++;
         if (j == nk)
-            k[nk++] = (struct kind){phase, 0};
+            k[nk++] = (struct kind){phase, 0, 0};
         k[j].count++;
     }
     qsort(k, nk, sizeof *k, cmp_kind);
@@ -358,6 +359,28 @@ int sc_trace_print_tasks(const struct sc_trace *t, FILE *f)
     for (size_t j = 0; j < nk; j++)
         fprintf(f, "%s%s %.1f", j ? ", " : " (", k[j].phase, k[j].count / it);
     fprintf(f, "%s; transfers %.1f\n", nk ? ")" : "", transfers / it);
+    /* The bytes sent, by the transfers' phases (traces that record them) */
+    double total = 0;
+    nk = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct sc_trace_event *e = &t->ev[i];
+        if (e->lane != SC_TRACE_LANE_COMM || e->bytes <= 0)
+            continue;
+        const char *phase = sc_trace_phase(e->name);
+        size_t j = 0;
+        while (j < nk && strcmp(k[j].phase, phase))
+            j++;
+        if (j == nk)
+            k[nk++] = (struct kind){phase, 0, 0};
+        k[j].bytes += e->bytes;
+        total += e->bytes;
+    }
+    if (total > 0) {
+        fprintf(f, "bytes sent per iteration, all ranks: %.0f", total / it);
+        for (size_t j = 0; j < nk; j++)
+            fprintf(f, "%s%s %.0f", j ? ", " : " (", k[j].phase, k[j].bytes / it);
+        fprintf(f, ")\n");
+    }
     free(k);
     return 0;
 }
