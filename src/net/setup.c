@@ -446,9 +446,9 @@ static void summarize(struct sc_net *net)
     if (D->link_bytes_per_s > 0)
         snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
     snprintf(D->summary, sizeof(D->summary),
-             "grad-comm %s (%d collective%s per iteration), %d KiB segments%s, input in %d slot%s%s", policy,
-             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s",
-             nrep ? ", replicated gradients:" : "");
+             "grad-comm %s (%d collective%s per iteration%s), %d KiB segments%s, input in %d slot%s%s", policy,
+             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->grad_bf16 ? ", gradients bf16 on the wire" : "",
+             c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
         if (D->ld[l].replica.on) {
             size_t len = strlen(D->summary);
