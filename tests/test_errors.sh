@@ -66,6 +66,14 @@ cp "$DATA"/t10k-* "$WORK/bad/"
 for f in "$DATA"/train-*; do head -c 5000 "$f" >"$WORK/bad/$(basename "$f")"; done
 expect "truncated data file" "train-images" 1 $L --data "$WORK/bad"
 expect "batch not divisible by the ranks" "does not split evenly over 2 ranks" 2 $L --data "$DATA" --batch 5
+expect "accumulate 0" "--accumulate: '0' is not an integer in \[1, 4096\]" 1 $L --data "$DATA" --accumulate 0
+expect "accumulate past 4096" "--accumulate: '4097' is not an integer in \[1, 4096\]" 1 $L --data "$DATA" \
+  --accumulate 4097
+expect "accumulate not a number" "--accumulate: 'four'" 1 $L --data "$DATA" --accumulate four
+expect "batch x accumulate past the data" "--batch 20000 x --accumulate 4 is more than the 60000 training" 1 \
+  $L --data "$DATA" --batch 20000 --accumulate 4 --test off
+expect "accumulate with skip over batch normalization" "--accumulate 2 with --nonfinite skip: layer .* keeps running" \
+  1 --model "$TOP_SRCDIR/tests/models/bn.cfg" --iters 1 --data "$DATA" --accumulate 2 --nonfinite skip
 expect "unknown scheduler" "unknown scheduling policy 'fastest'.*valid:.*eager" 1 $L --data "$DATA" --sched fastest
 STARPU_SCHED=fastest expect "unknown scheduler in STARPU_SCHED" "unknown scheduling policy 'fastest' in STARPU_SCHED" \
   1 $L --data "$DATA"

@@ -83,14 +83,14 @@ static struct sc_calib *calib(double alpha, double beta)
 static void fill(struct sc_calib *c, const struct sc_net *net, int P, int B, int mode)
 {
     struct fill f = {c, mode};
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0, 0};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0, 0, 1};
     sc_plan_kernels(net, &o, add_kernel, &f);
 }
 
 static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, int P, int B, const char *grid,
                             double mem_limit)
 {
-    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0, 0};
+    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0, 0, 1};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -100,7 +100,7 @@ static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, 
 static struct sc_plan *plan_margin(const struct sc_net *net, const struct sc_calib *c, int P, int B,
                                    const char *grad_comm, double margin)
 {
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0, 0};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0, 0, 1};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -157,11 +157,25 @@ static void test_allreduce_timeline(void)
     check(p && near(p->layer[1].allreduce, ar_fc) && near(p->layer[0].allreduce, ar_conv),
           "n2: per-layer allreduce from the calibration's points");
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0, 0};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0, 0, 1};
     sc_plan_make(net, c, &o, &p);
     check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g", p ? p->time : -1,
           end);
+    double compute1 = p ? p->layer[1].compute : -1;
     sc_plan_free(p);
+    /* --accumulate 4: three micro-batches of compute alone (t_end each),
+     * then the last one's timeline as above: one reduction, one update */
+    for (int pol = 0; pol < 2; pol++) {
+        struct sc_plan_opts ok = {2, 2, 1, 0, "n2", pol ? "end" : "layer", 0, 0, 0, 4};
+        double want = 3 * t_end + (pol ? end : layer);
+        p = NULL;
+        sc_plan_make(net, c, &ok, &p);
+        check(p && near(p->time, want) && near(p->total.allreduce, ar_fc + ar_conv) &&
+                  near(p->layer[1].compute, 4 * compute1),
+              "--accumulate 4, %s: time %.9g = 3 x %.9g + %.9g; one reduction, 4 x the compute", ok.grad_comm,
+              p ? p->time : -1, t_end, pol ? end : layer);
+        sc_plan_free(p);
+    }
     sc_calib_free(c);
     sc_net_destroy(net);
 }

@@ -47,10 +47,13 @@ void sc_plan_print_json(FILE *fp, const struct sc_net *net, const struct sc_plan
 {
     char spec[4096];
     sc_plan_parallel_spec(net, p, spec, sizeof spec);
-    fprintf(fp,
-            "{\"ranks\": %d, \"batch\": %d, \"time\": %.9g, \"grad_comm\": \"%s\", \"grad_dtype\": \"%s\", "
-            "\"fc_replicate\": %d, \"parallel\": \"%s\",\n",
-            o->ranks, o->batch, p->time, p->grad_comm, p->grad_bf16 ? "bf16" : "fp32", p->fc_replicate, spec);
+    fprintf(fp, "{\"ranks\": %d, \"batch\": %d, ", o->ranks, o->batch);
+    if (o->accumulate > 1) /* an iteration of K batches */
+        fprintf(fp, "\"accumulate\": %d, ", o->accumulate);
+    fprintf(
+        fp,
+        "\"time\": %.9g, \"grad_comm\": \"%s\", \"grad_dtype\": \"%s\", \"fc_replicate\": %d, \"parallel\": \"%s\",\n",
+        p->time, p->grad_comm, p->grad_bf16 ? "bf16" : "fp32", p->fc_replicate, spec);
     const struct sc_plan_cost *t = &p->total;
     fprintf(fp,
             " \"total\": {\"compute\": %.9g, \"halo\": %.9g, \"channels\": %.9g, \"redistribute\": %.9g, "

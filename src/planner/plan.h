@@ -52,6 +52,8 @@ struct sc_plan_opts {
     int segment_kb;        /* as --comm-segment KB: the ring's segments in training;
                             * 0: auto, what the runtime's rule gives the
                             * calibration's link (base/ring_segment.h) */
+    int accumulate;        /* as --accumulate K: K micro-batches of batch per
+                            * iteration, their gradients reduced once (0: 1) */
     int grad_bf16;         /* as --grad-dtype bf16: the gradient allreduce's reduce-scatter
                             * sends 2 bytes an element, its allgather 4 (plan_grad_allreduce) */
 };

@@ -62,6 +62,8 @@ struct model {
     int policy;           /* the --grad-comm priced (enum policy); -1: the best of them */
     double bucket_mb;     /* of bucket:MB */
     double segment_bytes; /* of the ring's segments, as the runtime sizes them */
+    int K;                /* --accumulate: micro-batches of B per iteration, the
+                           * gradients reduced once, after the last */
     int grad_bf16;        /* --grad-dtype bf16 (sc_plan_opts) */
 };
 
@@ -126,6 +128,8 @@ struct graph {
     int *node_of; /* layer -> node, -1 for aliases */
     struct edge *edge;
     int nedges;
+    int K; /* the model's micro-batches per iteration: the compute and the
+            * redistributions count K times, the reductions once */
 };
 
 /* Every layer's candidates (o->grid's, or every valid grid) and every

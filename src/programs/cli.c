@@ -1,6 +1,7 @@
 /* The programs' command line (cli.h). */
 #include "src/programs/cli.h"
 #include "base/error.h"
+#include "src/net/net.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -108,6 +109,11 @@ int sc_cli_grad_dtype(const char *opt, const char *s, int *bf16)
         return sc_error(SC_ERR_ARG, "--%s: '%s' is neither fp32 nor bf16", opt, s);
     *bf16 = !strcmp(s, "bf16");
     return 0;
+}
+
+int sc_cli_accumulate(const char *opt, const char *s, int *k)
+{
+    return sc_cli_int(opt, s, 1, SC_ACCUMULATE_MAX, k);
 }
 
 int sc_cli_parse(int argc, char **argv, const struct option *longopts, sc_cli_handler handle, void *ctx)
