@@ -5,11 +5,12 @@
 # sum to bf16 in the ring's order (tests/torch_grad_dtype.py): the weights'
 # change over 5 iterations within 1e-4 relative.  Why 1e-4: one bf16
 # rounding of a partial sum errs by up to 2^-9 of it, 2^-9 / sqrt(3) =
-# 1.1e-3 RMS for a uniform error, and the same runs against the replay
-# without the rounding (fp32 on the wire) differ by 0.9e-3 to 2.6e-3; what
-# is left against the bf16 replay is fp32 noise between oneDNN and PyTorch
-# flipping a rare rounding (2e-5 here), so 1e-4 tells the two apart by 10x
-# both ways.  The same replay without the rounding must fail, and so must
+# 1.1e-3 RMS for a uniform error, which is what separates these runs from
+# the replay without the rounding (fp32 on the wire); against the bf16
+# replay only fp32 noise between oneDNN and PyTorch is left (1e-6 relative
+# per gradient), which now and then flips a rounding to the neighbouring
+# bf16, an order of magnitude below 1e-4 over 5 iterations: 1e-4 tells the
+# two apart by about 10x both ways.  The same replay without the rounding must fail, and so must
 # one that passes the partial sums round the other way (4 ranks), and the
 # default fp32 against the fp32 replay must pass.  (c) --report-comm: the
 # partial sums' bytes halve exactly (everything through the ring:
