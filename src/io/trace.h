@@ -48,9 +48,10 @@ struct sc_trace {
  * with the same name that overlap are merged into one event, and the merged
  * events are packed greedily into as few lanes ("comm", "comm 2", ...) as
  * keep them from overlapping.  cat = the phase (the part of the name after
- * its last '.').  otherData holds ranks, workers, iterations, global_batch,
- * model, where known grad_dtype, and, where known, placement (an array of one string per rank, also
- * each rank's process_labels for trace viewers). */
+ * its last '.'); a transfer's args.bytes, the bytes its rank sent.
+ * otherData holds ranks, workers, iterations, global_batch, model and,
+ * where known, grad_dtype and placement (an array of one string per rank,
+ * also each rank's process_labels for trace viewers). */
 int sc_trace_write_json(const struct sc_trace *t, const char *path);
 /* Read a file written by sc_trace_write_json (strict; errors name the path
  * and what is wrong).  tid >= 1000 reads back as SC_TRACE_LANE_COMM. */
