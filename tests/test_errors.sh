@@ -127,6 +127,9 @@ expect "bad --mem-limit" "--mem-limit: 'lots'" 1 $L --data "$DATA" --mem-limit l
 expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L --data "$DATA" --collectives mpi
 expect "bad --layouts" "--layouts: 'nhwc' is neither blocked nor nchw" 1 $L --data "$DATA" --layouts nhwc
 expect "bad --denormals" "--denormals: 'zero' is neither keep nor flush" 1 $L --data "$DATA" --denormals zero
+expect "bad --grad-dtype" "--grad-dtype: 'fp16' is neither fp32 nor bf16" 1 $L --data "$DATA" --grad-dtype fp16
+expect "--grad-dtype bf16 with NCCL" "--grad-dtype bf16: not with --collectives nccl" 2 $L --data "$DATA" \
+  --grad-dtype bf16 --collectives nccl
 # Without a GPU (or NCCL) here, asking for NCCL is a clear error, not a hang.
 expect "--collectives nccl without NCCL or a CUDA worker" \
   "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
@@ -188,6 +191,10 @@ if ! grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
   expect_plan "--device cuda in a CPU build" "^starconv-plan: --device cuda: this starconv was built without CUDA" \
     calibrate --device cuda --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
 fi
+expect_plan "starconv-plan bad --grad-dtype" "^starconv-plan: --grad-dtype: 'half' is neither fp32 nor bf16" \
+  --grad-dtype half --model "$MODELS/lenet.cfg" --ranks 2
+expect_plan "--grad-dtype bf16 with calibrate" "^starconv-plan: --grad-dtype bf16 is an option of a plan on this machine" \
+  calibrate --grad-dtype bf16 --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
 if [ -e "$WORK/dev.cal" ]; then fail "a refused calibrate wrote $WORK/dev.cal"; else ok "no calibration written"; fi
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
   "$TRAIN" --list-sched | grep -qw dmda; then

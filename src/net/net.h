@@ -41,6 +41,8 @@ struct sc_comm_opts {
                                   * that a batch is skipped whole or not at all */
     int plain_layouts;           /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
                                   * reorders around each convolution (blocked.c) */
+    int grad_bf16;               /* 1 (--grad-dtype bf16): the buckets' reductions send their partial
+                                  * sums as bf16 and add them in fp32 (sc_ring_opts.wire_bf16) */
     int input_slots;             /* --input-slots: input buffers in rotation, 1 or 2 (the next
                                   * batch loaded while one computes); 0: auto, two where the
                                   * second is a small share of the rank's memory */
@@ -115,6 +117,9 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
 /* Bytes this rank has sent for the gradient reductions of its buckets
  * since setup (not counting replicated layers' gathers). */
 uint64_t sc_net_grad_bytes(const struct sc_net *net);
+/* Of those, the reductions' partial sums, which --grad-dtype bf16 sends
+ * as bf16 (the rest: the weights sent back after the updates). */
+uint64_t sc_net_grad_partial_bytes(const struct sc_net *net);
 
 /* The optimizer whose state the setup allocated (comm.optimizer). */
 enum sc_optimizer sc_net_optimizer(const struct sc_net *net);

@@ -282,8 +282,12 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     for (int i = 0; i < b->nlayers; i++)
         sizes[i] = share_of(net, b->layer[i])->nparams;
     int nmembers = param_segment(net, b->layer[0], members);
-    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
-                                nmembers < D->rt->size ? members : NULL, nmembers, D->comm.direct_kb};
+    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10,
+                                D->comm.window,
+                                nmembers < D->rt->size ? members : NULL,
+                                nmembers,
+                                D->comm.direct_kb,
+                                D->comm.grad_bf16};
     if ((err =
              sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, D->comm.optimizer, b->name)))
         return err;
@@ -447,9 +451,9 @@ static void summarize(struct sc_net *net)
     if (D->link_bytes_per_s > 0)
         snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
     snprintf(D->summary, sizeof(D->summary),
-             "grad-comm %s (%d collective%s per iteration), %d KiB segments%s, input in %d slot%s%s", policy,
-             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s",
-             nrep ? ", replicated gradients:" : "");
+             "grad-comm %s (%d collective%s per iteration%s), %d KiB segments%s, input in %d slot%s%s", policy,
+             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->grad_bf16 ? ", gradients bf16 on the wire" : "",
+             c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
         if (D->ld[l].replica.on) {
             size_t len = strlen(D->summary);
@@ -521,6 +525,14 @@ uint64_t sc_net_grad_bytes(const struct sc_net *net)
     uint64_t n = 0;
     for (int i = 0; i < net->dist->nbuckets; i++)
         n += sc_bucket_bytes_sent(net->dist->buckets[i].vectors);
+    return n;
+}
+
+uint64_t sc_net_grad_partial_bytes(const struct sc_net *net)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < net->dist->nbuckets; i++)
+        n += sc_bucket_partial_bytes_sent(net->dist->buckets[i].vectors);
     return n;
 }
 

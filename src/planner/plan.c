@@ -96,6 +96,7 @@ static struct model make_model(const struct sc_net *net, const struct sc_calib *
                       .rpn = c->ranks_per_node,
                       .segment_bytes = segment_bytes(o, c),
                       .K = o->accumulate > 1 ? o->accumulate : 1,
+                      .grad_bf16 = o->grad_bf16,
                       .adam = o->optimizer != SC_OPT_SGD};
     parse_policy(o, &m.policy, &m.bucket_mb); /* checked by check_options */
     if (m.W < 1)
@@ -153,6 +154,7 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     int pol;
     p->time = plan_predict(m, G, choice, &pol);
     plan_policy_name(m, pol, p->grad_comm, sizeof p->grad_comm);
+    p->grad_bf16 = m->grad_bf16;
     p->chain_time = chain_time;
     return 0;
 }

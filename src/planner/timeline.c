@@ -195,7 +195,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
  * one flow on the wire for every layer in the bucket. */
 #define ISSUE_BUCKET(during, task)                                                                                     \
     do {                                                                                                               \
-        double a_ = sc_calib_allreduce(m->c, group, pending);                                                          \
+        double a_ = plan_grad_allreduce(m, group, pending);                                                            \
         int f_ = FLOW(t, a_);                                                                                          \
         for (int i = 0; i < nbucket; i++)                                                                              \
             flow_of[bucket[i]] = f_;                                                                                   \

@@ -147,6 +147,14 @@ int sc_cli_segment(const char *opt, const char *s, int *kb)
     return 0;
 }
 
+int sc_cli_grad_dtype(const char *opt, const char *s, int *bf16)
+{
+    if (strcmp(s, "fp32") && strcmp(s, "bf16"))
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is neither fp32 nor bf16", opt, s);
+    *bf16 = !strcmp(s, "bf16");
+    return 0;
+}
+
 int sc_cli_accumulate(const char *opt, const char *s, int *k)
 {
     return sc_cli_int(opt, s, 1, SC_ACCUMULATE_MAX, k);

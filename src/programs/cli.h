@@ -33,6 +33,9 @@ int sc_cli_range(const char *opt, const char *s, long *first, long *last);
  * KiB in [4, 2^20]. */
 int sc_cli_segment(const char *opt, const char *s, int *kb);
 
+/* --grad-dtype: "fp32" (0) or "bf16" (1): how the gradient reductions'
+ * partial sums travel (tasks.h, sc_ring_opts.wire_bf16). */
+int sc_cli_grad_dtype(const char *opt, const char *s, int *bf16);
 /* --accumulate: micro-batches per iteration, an integer in [1,
  * SC_ACCUMULATE_MAX] (src/net/net.h). */
 int sc_cli_accumulate(const char *opt, const char *s, int *k);

@@ -55,6 +55,9 @@ static const char usage[] =
     "                       --comm-segment (default auto: what training's rule gives the\n"
     "                       calibration's link); they size the wait of messages queued\n"
     "                       behind the collectives on one wire\n"
+    "  --grad-dtype fp32|bf16  price the gradient allreduce as starconv-train --grad-dtype\n"
+    "                       sends it (default fp32; bf16: its reduce-scatter at 2 bytes an\n"
+    "                       element, the weights back at 4)\n"
     "  --fc-replicate F     price the first F [connected] layers as starconv-train\n"
     "                       --fc-replicate F runs them (inputs and errors gathered, the\n"
     "                       weight gradient on every rank); sample parallelism only, so\n"
@@ -91,7 +94,7 @@ struct opts {
     const char *model, *calibration, *grid, *grad_comm, *machine, *data;
     enum sc_calibrate_device device;
     int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks, fc_replicate, segment_kb, segment_set;
-    int quick, reps_set, accumulate;
+    int quick, reps_set, accumulate, grad_bf16;
     enum sc_optimizer optimizer;
     double mem_limit;
 };
@@ -114,6 +117,7 @@ static const struct option plan_options[] = {
     {"grad-comm", required_argument, 0, 'g'},
     {"fc-replicate", required_argument, 0, 'F'},
     {"comm-segment", required_argument, 0, 'S'},
+    {"grad-dtype", required_argument, 0, 'T'},
     {"json", no_argument, 0, 'j'},
     {"reps", required_argument, 0, 'r'},
     {"quick", no_argument, 0, 'Q'},
@@ -188,6 +192,9 @@ static int plan_option(int c, const char *name, const char *arg, void *ctx)
         err = sc_cli_segment(name, arg, &o->segment_kb);
         o->segment_set = 1;
         break;
+    case 'T':
+        err = sc_cli_grad_dtype(name, arg, &o->grad_bf16);
+        break;
     case 'j':
         o->json = 1;
         break;
@@ -230,6 +237,9 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (!err && o->segment_set && (o->calibrate || o->machine))
         err = sc_error(SC_ERR_ARG, "--comm-segment is an option of a plan on this machine (not of calibrate, which "
                                    "times the ring as training sizes it, or --machine)");
+    if (!err && o->grad_bf16 && (o->calibrate || o->machine))
+        err = sc_error(SC_ERR_ARG, "--grad-dtype bf16 is an option of a plan on this machine (not of calibrate, "
+                                   "which times the ring in fp32, or --machine)");
     if (!err && o->accumulate > 1 && (o->calibrate || o->machine))
         err = sc_error(SC_ERR_ARG, "--accumulate is an option of a plan on this machine (not of calibrate, whose "
                                    "kernels are those of one batch, or --machine)");
@@ -248,7 +258,7 @@ static int plan(const struct opts *o, const struct sc_net *net)
     struct sc_plan *p = NULL;
     struct sc_plan_opts po = {o->ranks,      o->batch,      o->workers,         o->mem_limit,
                               o->grid,       o->grad_comm,  SC_PLAN_MIX_MARGIN, o->fc_replicate,
-                              o->segment_kb, o->accumulate, o->optimizer};
+                              o->segment_kb, o->accumulate, o->grad_bf16,       o->optimizer};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
         err = sc_error(err,
@@ -285,6 +295,8 @@ static int plan(const struct opts *o, const struct sc_net *net)
                 printf(" --comm-segment %d", o->segment_kb);
             if (o->accumulate > 1)
                 printf(" --accumulate %d", o->accumulate);
+            if (o->grad_bf16)
+                printf(" --grad-dtype bf16");
             printf("\n");
         }
     }
@@ -383,7 +395,7 @@ static int calibrate_cuda(struct opts *o, const struct sc_net *net)
         err = sc_error(SC_ERR_ARG, "%s holds kernel times of '%s', not of '%s': calibrate into another file",
                        o->calibration, was, c->machine);
     if (!err) {
-        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0, 1, SC_OPT_SGD};
+        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0, 1, 0, SC_OPT_SGD};
         c->workers = 1;
         double t0 = now_s();
         err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CUDA, stderr);
@@ -421,7 +433,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
-        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0, 1, SC_OPT_SGD};
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0, 1, 0, SC_OPT_SGD};
         c->workers = o->workers;
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);

@@ -130,6 +130,12 @@ static const char usage[] =
     "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
     "                       (needs a CUDA build with NCCL, a GPU per rank and sample\n"
     "                       parallelism only, even on one rank)\n"
+    "  --grad-dtype fp32|bf16  how the gradient reductions' partial sums travel: fp32\n"
+    "                       (default), or bf16 (rounded to nearest even when sent, added in\n"
+    "                       fp32 when received: half the bytes of the reduce-scatter).\n"
+    "                       Sums, weights, momentum and the update stay fp32, and so do the\n"
+    "                       weights sent back to the ranks and the gradients of at most\n"
+    "                       --comm-direct KiB; not with --collectives nccl\n"
     "\n"
     "How layers are split (Dryden et al.):\n"
     "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
@@ -232,6 +238,7 @@ static const struct option train_options[] = {
     {"comm-window", required_argument, 0, 'K'},
     {"comm-segment", required_argument, 0, 'J'},
     {"comm-direct", required_argument, 0, 1002},
+    {"grad-dtype", required_argument, 0, 1042},
     {"calibration", required_argument, 0, 1003},
     {"input-slots", required_argument, 0, 1030},
     {"help", no_argument, 0, 'h'},
@@ -331,6 +338,9 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 1002:
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;
+        break;
+    case 1042:
+        err = sc_cli_grad_dtype(name, arg, &o->comm.grad_bf16);
         break;
     case 1030:
         if (!strcmp(arg, "auto"))
@@ -433,6 +443,9 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         err = sc_error(SC_ERR_ARG, "--save-every needs --save FILE (where to write the checkpoints)");
     if (!err && o->checkpoint_signal && !o->save)
         err = sc_error(SC_ERR_ARG, "--checkpoint-signal needs --save FILE (where to write the checkpoint)");
+    if (!err && o->comm.grad_bf16 && o->comm.nccl)
+        err = sc_error(SC_ERR_ARG, "--grad-dtype bf16: not with --collectives nccl (its allreduce would sum in "
+                                   "bf16); use --collectives tasks or --grad-dtype fp32");
     int adam = o->comm.optimizer != SC_OPT_SGD;
     if (!err && adam && o->momentum_given)
         err = sc_error(SC_ERR_ARG, "--momentum is SGD's: --optimizer %s takes --betas B1,B2",

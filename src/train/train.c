@@ -177,6 +177,7 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.window,
                       o->comm.segment_kb,
                       o->comm.direct_kb,
+                      o->comm.grad_bf16,
                       o->checkpoint_signal,
                       o->comm.accumulate,
                       o->comm.optimizer};
@@ -367,6 +368,7 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         t.last_iteration = last;
         t.global_batch = o->batch * o->comm.accumulate;
         snprintf(t.model, sizeof(t.model), "%s", o->model);
+        snprintf(t.grad_dtype, sizeof t.grad_dtype, "%s", o->comm.grad_bf16 ? "bf16" : "fp32");
         if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
             fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
                     first, last, t.n, o->trace);
@@ -477,6 +479,7 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
                               o->comm.fc_replicate > 0 ? o->comm.fc_replicate : -1,
                               o->comm.segment_kb,
                               o->comm.accumulate,
+                              o->comm.grad_bf16,
                               o->comm.optimizer};
     char how[512];
     snprintf(how, sizeof how,
@@ -673,12 +676,19 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         return SC_TRAIN_SIGNALLED;
     }
     if (o->report_comm) {
-        double mine = (double)sc_net_grad_bytes(net), all[rt->size];
-        MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, rt->ctl);
+        double mine[2] = {(double)sc_net_grad_bytes(net), (double)sc_net_grad_partial_bytes(net)}, all[2 * rt->size];
+        MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, rt->ctl);
         if (rt->rank == 0) {
-            printf("gradient reduction, bytes sent per iteration\n%4s %14s\n", "rank", "bytes");
-            for (int r = 0; r < rt->size; r++)
-                printf("%4d %14.0f\n", r, done ? all[r] / (double)done : 0.0);
+            double per = done ? 1.0 / (double)done : 0.0, partial = 0, total = 0;
+            printf("gradient reduction, bytes sent per iteration (gradients %s on the wire)\n%4s %14s\n",
+                   o->comm.grad_bf16 ? "bf16" : "fp32", "rank", "bytes");
+            for (int r = 0; r < rt->size; r++) {
+                printf("%4d %14.0f\n", r, all[2 * r] * per);
+                total += all[2 * r] * per, partial += all[2 * r + 1] * per;
+            }
+            /* the part that --grad-dtype halves, and the weights sent back */
+            printf("all ranks: %.0f bytes, of which %.0f partial sums (%s), %.0f weights sent back (fp32)\n", total,
+                   partial, o->comm.grad_bf16 ? "bf16 outside the direct path" : "fp32", total - partial);
         }
     }
     if (rt->rank == 0) {
