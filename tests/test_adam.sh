@@ -10,8 +10,9 @@
 # within 1e-5 of 1 rank, Adam's state included; (c) a run stopped after 2 iterations and resumed ends on
 # the bytes of an uninterrupted one (1 rank, 2 ranks, adamw), and a
 # checkpoint saved on 2 ranks resumes on 1 within 1e-5 of the
-# uninterrupted 2-rank run (the sums' order differs after the change); a
-# --resume under another optimizer is refused; (d) --report-memory: each of
+# uninterrupted 2-rank run (the sums' order differs after the change), and
+# in PyTorch (sc_torch's loader into AdamW's state_dict(), step 2) within
+# 1e-5 of it; a --resume under another optimizer is refused; (d) --report-memory: each of
 # 2 ranks holds about half of 1 rank's optimizer state; (e) --nonfinite
 # skip with a NaN in iteration 3: the iteration is skipped whole (3
 # iterations end where 2 end, bit for bit, step count included).
@@ -85,7 +86,17 @@ for np in 1 2; do
     fail "adamw on $np rank(s): the resumed run differs from the uninterrupted one"
   fi
 done
-# part.st and full.st are now 2 ranks'
+# part.st and full.st are now 2 ranks': PyTorch loads part.st's state
+# (step 2) into AdamW's state_dict() and goes on to full.st
+if [ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
+  if "$PY" "$CHECK" --model "$MODELS/lenet.cfg" --init "$WORK/part.st" --final "$WORK/full.st" --iters 3 \
+    --batch 32 --lr 1e-3 --optimizer adamw --tol 1e-5 --check-momentum --data "$DATA" >"$WORK/log" 2>&1; then
+    ok "adamw: a checkpoint after 2 iterations in torch.optim.AdamW's state_dict(), 3 more there: as starconv's 5 ($(grep '^max relative' "$WORK/log"))"
+  else
+    fail "adamw: PyTorch resumed from starconv's state differs"
+    cat "$WORK/log"
+  fi
+fi
 run 1 1 $LENET --optimizer adamw --iters 5 --resume "$WORK/part.st" --save "$WORK/resumed1.st" >/dev/null 2>&1 ||
   fail "resume on 1 rank of a 2-rank checkpoint"
 if "$COMPARE" "$WORK/resumed1.st" "$WORK/full.st" 1e-5 >"$WORK/cmp" 2>&1; then
