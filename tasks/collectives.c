@@ -8,6 +8,7 @@
 #include "base/progress.h"
 #include "base/ring_segment.h"
 #include "tasks.h"
+#include "tasks/ring_private.h"
 
 /* Atomic, so that two threads that reserve at once get disjoint ranges.
  * Ranks agree on a collective's tags only if they reserve in the same
@@ -74,39 +75,6 @@ int sc_link_segment_kb(MPI_Comm comm, int *segment_kb, double *bytes_per_s)
     return err;
 }
 
-struct sc_ring {
-    MPI_Comm comm;
-    int rank, size;        /* within the group */
-    int *group;            /* the group's ranks in comm (NULL: all of comm) */
-    uint64_t sent;         /* bytes this rank has sent */
-    uint64_t sent_partial; /* of which partial sums of reductions */
-    int nseg;              /* segments per chunk */
-    int64_t tag;           /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
-    starpu_data_handle_t vec;
-    starpu_data_handle_t *piece; /* P*K children of vec: chunk c, segment j is piece c*K + j */
-    starpu_data_handle_t *recv;  /* reduce-scatter step s, segment j receives into recv[s*K + j] */
-    void **recv_mem;
-    int nrecv;
-    /* --grad-dtype bf16: the partial sums travel as bf16 (recv then holds
-     * bf16 too); step s, segment j packs what it sends into wire[s*K + j],
-     * a buffer of its own so that no pack waits for an earlier send. */
-    int bf16;
-    starpu_data_handle_t *wire;
-    void **wire_mem;
-    int chain;                /* fewer elements than ranks: see chain_reduce */
-    struct sc_direct *direct; /* its communicator for small vectors (NULL: none) */
-    int use_direct;           /* the vector is small: every collective is one direct task */
-    int window;               /* segments in flight per step (0: all; see wait_credit) */
-    char name[64];
-    char comm_name[80]; /* of its transfers, in traces */
-    char acc_name[80];  /* of its accumulate tasks (StarPU keeps the pointer) */
-};
-
-static int mod(int a, int p)
-{
-    return ((a % p) + p) % p;
-}
-
 /* The rank in comm of the group's member i. */
 static int peer(const struct sc_ring *r, int i)
 {
@@ -143,7 +111,7 @@ void sc_vector_free(starpu_data_handle_t h, void *mem)
     starpu_free_flags(mem, bytes, STARPU_MALLOC_PINNED);
 }
 
-static void partition_plan(starpu_data_handle_t vec, int parts, starpu_data_handle_t *children)
+void sc_ring_partition_plan(starpu_data_handle_t vec, int parts, starpu_data_handle_t *children)
 {
     struct starpu_data_filter f = {
         .filter_func = starpu_vector_filter_block,
@@ -165,14 +133,15 @@ static int ring_alloc(struct sc_ring *r)
     if (!r->piece || !r->recv || !r->recv_mem || !r->wire || !r->wire_mem)
         return sc_error(SC_ERR_NOMEM, "out of memory for a collective plan");
     if (!r->chain)
-        partition_plan(r->vec, pieces, r->piece);
+        sc_ring_partition_plan(r->vec, pieces, r->piece);
     for (int i = 0; i < r->nrecv; i++) {
         /* Step s, segment j receives chunk (r-s-1), segment j, and sends
          * chunk (r-s), segment j. */
         int s = i / r->nseg, j = i % r->nseg, err;
         size_t nx = r->chain ? starpu_vector_get_nx(r->vec)
-                             : starpu_vector_get_nx(r->piece[mod(r->rank - s - 1, r->size) * r->nseg + j]);
-        size_t nx_sent = r->chain ? nx : starpu_vector_get_nx(r->piece[mod(r->rank - s, r->size) * r->nseg + j]);
+                             : starpu_vector_get_nx(r->piece[sc_ring_mod(r->rank - s - 1, r->size) * r->nseg + j]);
+        size_t nx_sent =
+            r->chain ? nx : starpu_vector_get_nx(r->piece[sc_ring_mod(r->rank - s, r->size) * r->nseg + j]);
         if ((err = sc_vector_new(&r->recv[i], &r->recv_mem[i], nx, elem)) ||
             (r->bf16 && (err = sc_vector_new(&r->wire[i], &r->wire_mem[i], nx_sent, elem))))
             return err;
@@ -292,7 +261,7 @@ void sc_ring_owned_range(const struct sc_ring *r, size_t *first, size_t *count)
     /* starpu_vector_filter_block gives the first n % parts pieces one more
      * element; the owned chunk is pieces [(r+1)K, (r+2)K). */
     size_t parts = (size_t)r->size * r->nseg, base = n / parts, extra = n % parts;
-    size_t p0 = (size_t)mod(r->rank + 1, r->size) * r->nseg, p1 = p0 + r->nseg;
+    size_t p0 = (size_t)sc_ring_mod(r->rank + 1, r->size) * r->nseg, p1 = p0 + r->nseg;
     size_t start0 = p0 * base + (p0 < extra ? p0 : extra), start1 = p1 * base + (p1 < extra ? p1 : extra);
     *first = start0;
     *count = start1 - start0;
@@ -465,12 +434,12 @@ static int add_received(struct sc_ring *r, const struct sc_task_opts *opts, star
 
 /* Each piece has its own tag in each phase, so messages of one collective
  * (and of concurrent ones, which have other tags) cannot be confused. */
-static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
+int sc_ring_reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
 {
-    int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
+    int p = r->size, K = r->nseg, me = r->rank, next = sc_ring_mod(me + 1, p), prev = sc_ring_mod(me - 1, p), err;
     for (int s = 0; s < p - 1; s++)
         for (int j = 0; j < K; j++) {
-            int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
+            int to = sc_ring_mod(me - s, p) * K + j, from = sc_ring_mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
             if ((err = wait_credit(r, j, r->piece[to], &r->recv[s * K])) ||
                 (err = send_partial(r, opts, r->piece[to], r->wire[s * K + j], next, r->tag + to)) ||
@@ -486,16 +455,17 @@ static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
 /* Allgather of the pieces of 'pieces' (a partition of some vector like the
  * ring's), starting from each rank's owned chunk (r+1), received straight
  * into place. */
-static int allgather(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t *pieces)
+int sc_ring_allgather(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t *pieces)
 {
-    int p = r->size, K = r->nseg, me = r->rank, next = mod(me + 1, p), prev = mod(me - 1, p), err;
+    int p = r->size, K = r->nseg, me = r->rank, next = sc_ring_mod(me + 1, p), prev = sc_ring_mod(me - 1, p), err;
     int64_t tag = r->tag + (int64_t)p * K;
     for (int s = 0; s < p - 1; s++)
         for (int j = 0; j < K; j++) {
-            int to = mod(me + 1 - s, p) * K + j, from = mod(me - s, p) * K + j, own = mod(me + 1, p) * K + j;
+            int to = sc_ring_mod(me + 1 - s, p) * K + j, from = sc_ring_mod(me - s, p) * K + j,
+                own = sc_ring_mod(me + 1, p) * K + j;
             /* Posted when our own chunk is final, as the peers' are then
              * due too (see gate_receive). */
-            if ((err = wait_credit(r, j, pieces[to], &pieces[mod(me - s, p) * K])) ||
+            if ((err = wait_credit(r, j, pieces[to], &pieces[sc_ring_mod(me - s, p) * K])) ||
                 (err = ring_send(r, opts, pieces[to], next, tag + to)) ||
                 (err = gate_receive(pieces[from], pieces[own])) ||
                 (err = sc_recv_piece(pieces[from], peer(r, prev), tag + from, r->comm, r->comm_name)))
@@ -506,7 +476,7 @@ static int allgather(struct sc_ring *r, const struct sc_task_opts *opts, starpu_
 
 /* The chain for tiny vectors: a reduction from rank P-1 down to rank 0,
  * then a broadcast back up; rank 0 owns the whole vector. */
-static int chain_reduce(struct sc_ring *r, const struct sc_task_opts *opts)
+int sc_ring_chain_reduce(struct sc_ring *r, const struct sc_task_opts *opts)
 {
     int me = r->rank, err;
     if (me < r->size - 1) {
@@ -520,7 +490,7 @@ static int chain_reduce(struct sc_ring *r, const struct sc_task_opts *opts)
     return me > 0 ? send_partial(r, opts, r->vec, r->wire[0], me - 1, r->tag) : 0;
 }
 
-static int chain_broadcast(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t target)
+int sc_ring_chain_broadcast(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t target)
 {
     int me = r->rank, err;
     if (me > 0 && (err = sc_recv_piece(target, peer(r, me - 1), r->tag + 1, r->comm, r->comm_name)))
@@ -538,178 +508,16 @@ int sc_ring_allreduce_submit(struct sc_ring *r, const struct sc_task_opts *opts)
         return sc_direct_allreduce_submit(r->direct, r->vec);
     }
     if (r->chain) {
-        int err = chain_reduce(r, opts);
-        return err ? err : chain_broadcast(r, opts, r->vec);
+        int err = sc_ring_chain_reduce(r, opts);
+        return err ? err : sc_ring_chain_broadcast(r, opts, r->vec);
     }
     int pieces = r->size * r->nseg;
     starpu_data_partition_submit(r->vec, pieces, r->piece);
-    int err = reduce_scatter(r, opts);
+    int err = sc_ring_reduce_scatter(r, opts);
     if (!err)
-        err = allgather(r, opts, r->piece);
+        err = sc_ring_allgather(r, opts, r->piece);
     starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
     return err;
-}
-
-struct sc_sgd_sync {
-    struct sc_ring *ring;
-    starpu_data_handle_t weights, momentum; /* momentum: NULL under Adam */
-    starpu_data_handle_t *wpiece, *vpiece;
-    struct sc_nccl *nccl; /* NULL: the ring's tasks */
-    /* Adam's state (sc_adam_state_floats) of the range of the vector this
-     * rank updates: the owned chunk of a ring, the whole on one rank or
-     * under NCCL, the whole on rank 0 of a chain or a direct collective,
-     * nothing (no handle) on the others. */
-    int adam;
-    starpu_data_handle_t state;
-    float *state_mem;
-    size_t state_first, state_count;
-    char name[80];
-};
-
-/* Adam's state of the range this rank updates (struct sc_sgd_sync). */
-static int state_alloc(struct sc_sgd_sync *s)
-{
-    struct sc_ring *r = s->ring;
-    size_t n = starpu_vector_get_nx(r->vec);
-    sc_vector_free(s->state, s->state_mem);
-    s->state = NULL, s->state_mem = NULL;
-    if (r->size == 1 || s->nccl)
-        s->state_first = 0, s->state_count = n;
-    else
-        sc_ring_owned_range(r, &s->state_first, &s->state_count);
-    if ((r->chain || r->use_direct) && !s->nccl && r->rank != 0)
-        return 0;
-    return sc_vector_new(&s->state, (void **)&s->state_mem, sc_adam_state_floats(s->state_count), sizeof(float));
-}
-
-void sc_sgd_sync_use_nccl(struct sc_sgd_sync *s, struct sc_nccl *n)
-{
-    s->nccl = n;
-    /* every rank now updates the whole vector */
-    if (s->adam && state_alloc(s))
-        sc_log(0, "%s", sc_last_error());
-}
-
-int sc_sgd_sync_create(struct sc_sgd_sync **out, struct sc_ring *ring, starpu_data_handle_t weights,
-                       starpu_data_handle_t momentum, enum sc_optimizer optimizer)
-{
-    struct sc_sgd_sync *s = calloc(1, sizeof(*s));
-    if (!s)
-        return sc_error(SC_ERR_NOMEM, "out of memory for an optimizer plan");
-    s->ring = ring;
-    s->weights = weights;
-    s->momentum = momentum;
-    s->adam = optimizer != SC_OPT_SGD;
-    snprintf(s->name, sizeof(s->name), "%s.%s", ring->name, s->adam ? "adam" : "sgd");
-    int err = s->adam ? state_alloc(s) : 0;
-    if (!err && ring->size > 1 && !ring->chain && !ring->use_direct) {
-        int pieces = ring->size * ring->nseg;
-        s->wpiece = calloc(pieces, sizeof(*s->wpiece));
-        s->vpiece = calloc(pieces, sizeof(*s->vpiece));
-        if (!s->wpiece || !s->vpiece)
-            err = sc_error(SC_ERR_NOMEM, "out of memory for an optimizer plan");
-        else {
-            partition_plan(weights, pieces, s->wpiece);
-            if (!s->adam)
-                partition_plan(momentum, pieces, s->vpiece);
-        }
-    }
-    if (err) {
-        sc_sgd_sync_destroy(s);
-        return err;
-    }
-    *out = s;
-    return 0;
-}
-
-void sc_sgd_sync_destroy(struct sc_sgd_sync *s)
-{
-    if (!s)
-        return;
-    int pieces = s->ring->size * s->ring->nseg;
-    if (s->wpiece && s->wpiece[0])
-        starpu_data_partition_clean(s->weights, pieces, s->wpiece);
-    if (s->vpiece && s->vpiece[0])
-        starpu_data_partition_clean(s->momentum, pieces, s->vpiece);
-    sc_vector_free(s->state, s->state_mem);
-    free(s->wpiece);
-    free(s->vpiece);
-    free(s);
-}
-
-starpu_data_handle_t sc_sgd_sync_state(const struct sc_sgd_sync *s, float **mem, size_t *first, size_t *count)
-{
-    *mem = s->state_mem;
-    *first = s->state_first;
-    *count = s->state ? s->state_count : 0;
-    return s->state;
-}
-
-int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, struct sc_gate *gate)
-{
-    struct sc_ring *r = s->ring;
-    int err = 0;
-    if (r->size == 1)
-        return gate ? sc_gate_check_submit(gate, opts, r->vec) : 0;
-    if (s->nccl) {
-        err = sc_nccl_allreduce_submit(s->nccl, opts, r->vec, r->comm_name);
-        return !err && gate ? sc_gate_check_submit(gate, opts, r->vec) : err;
-    }
-    if (r->chain || r->use_direct) {
-        r->sent += r->use_direct && r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
-        r->sent_partial += r->use_direct && r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
-        err = r->use_direct ? sc_direct_reduce_submit(r->direct, r->vec) : chain_reduce(r, opts);
-        return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, opts, r->vec) : err;
-    }
-    int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg;
-    starpu_data_partition_submit(r->vec, pieces, r->piece);
-    err = reduce_scatter(r, opts);
-    for (int j = 0; j < r->nseg && gate && !err; j++)
-        err = sc_gate_check_submit(gate, opts, r->piece[own + j]);
-    return err;
-}
-
-int sc_sgd_sync_update_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd)
-{
-    struct sc_ring *r = s->ring;
-    if (s->adam != (sgd->optimizer != SC_OPT_SGD))
-        return sc_error(SC_ERR_ARG, "%s: the plan was made for another optimizer", s->name);
-    /* Adam's state takes the momentum's place in the whole-vector updates */
-    starpu_data_handle_t v = s->adam ? s->state : s->momentum;
-    if (r->size == 1 || s->nccl)
-        return sc_insert_sgd(opts, sgd, s->weights, v, r->vec, s->name);
-    if (r->chain || r->use_direct) {
-        int err = r->rank == 0 ? sc_insert_sgd(opts, sgd, s->weights, v, r->vec, s->name) : 0;
-        r->sent += r->use_direct && !r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
-        return err             ? err
-               : r->use_direct ? sc_direct_bcast_submit(r->direct, s->weights)
-                               : chain_broadcast(r, opts, s->weights);
-    }
-    int pieces = r->size * r->nseg, own = mod(r->rank + 1, r->size) * r->nseg, err = 0;
-    starpu_data_partition_submit(s->weights, pieces, s->wpiece);
-    if (!s->adam)
-        starpu_data_partition_submit(s->momentum, pieces, s->vpiece);
-    /* the owned chunk's segments in one task */
-    err = s->adam ? sc_insert_adam(opts, sgd, r->nseg, &s->wpiece[own], &r->piece[own], s->state, s->name)
-                  : sc_insert_sgd_multi(opts, sgd, r->nseg, &s->wpiece[own], &s->vpiece[own], &r->piece[own], s->name);
-    if (!err)
-        err = allgather(r, opts, s->wpiece);
-    if (!s->adam)
-        starpu_data_unpartition_submit(s->momentum, pieces, s->vpiece, STARPU_MAIN_RAM);
-    starpu_data_unpartition_submit(s->weights, pieces, s->wpiece, STARPU_MAIN_RAM);
-    starpu_data_unpartition_submit(r->vec, pieces, r->piece, STARPU_MAIN_RAM);
-    return err;
-}
-
-int sc_sgd_sync_is_local(const struct sc_sgd_sync *s)
-{
-    return s->ring->size == 1;
-}
-
-int sc_sgd_sync_submit(struct sc_sgd_sync *s, const struct sc_task_opts *opts, const struct sc_sgd_args *sgd)
-{
-    int err = sc_sgd_sync_reduce_submit(s, opts, NULL);
-    return err ? err : sc_sgd_sync_update_submit(s, opts, sgd);
 }
 
 /* ---- the whole-batch verdict ---- */
@@ -786,7 +594,7 @@ int sc_tiles_allgather_submit(const struct sc_task_opts *opts, MPI_Comm comm, in
         for (int k = 1; k < p; k++) {
             /* Rank me+k gets our tile first from rank me, and so on: the
              * pairs of a step are distinct, so no rank is sent to by all. */
-            int to = mod(me + k, p), from = mod(me - k, p);
+            int to = sc_ring_mod(me + k, p), from = sc_ring_mod(me - k, p);
             starpu_data_handle_t buf = remote[from * ntiles + t];
             if ((err = sc_send_piece(opts, local[t], to, tag + (int64_t)me * ntiles + t, comm, name)) ||
                 (err = gate_receive(buf, local[t])) ||
