@@ -76,10 +76,13 @@ EOF
 
 # (c) resume
 for np in 1 2; do
-  run $np 1 $LENET --optimizer adamw --iters 5 --save "$WORK/full.st" >/dev/null 2>&1 || fail "resume: $np ranks, 5"
-  run $np 1 $LENET --optimizer adamw --iters 2 --save "$WORK/part.st" >/dev/null 2>&1 || fail "resume: $np ranks, 2"
-  run $np 1 $LENET --optimizer adamw --iters 5 --resume "$WORK/part.st" --save "$WORK/resumed.st" >/dev/null 2>&1 ||
-    fail "resume: $np ranks, --resume"
+  rm -f "$WORK/full.st" "$WORK/part.st" "$WORK/resumed.st"
+  run $np 1 $LENET --optimizer adamw --iters 5 --save "$WORK/full.st" >"$WORK/log" 2>&1 ||
+    { fail "resume: $np ranks, 5"; cat "$WORK/log"; }
+  run $np 1 $LENET --optimizer adamw --iters 2 --save "$WORK/part.st" >"$WORK/log" 2>&1 ||
+    { fail "resume: $np ranks, 2"; cat "$WORK/log"; }
+  run $np 1 $LENET --optimizer adamw --iters 5 --resume "$WORK/part.st" --save "$WORK/resumed.st" >"$WORK/log" 2>&1 ||
+    { fail "resume: $np ranks, --resume"; cat "$WORK/log"; }
   if cmp "$WORK/full.st" "$WORK/resumed.st"; then
     ok "adamw on $np rank(s): 2 iterations, then --resume to 5: the bytes of 5 uninterrupted"
   else
