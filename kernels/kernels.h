@@ -21,6 +21,17 @@
 #include "fail.h"
 
 /* ---- convolution ---- */
+/* The arithmetic of a convolution's products (--precision).  Either way
+ * the caller's tensors are fp32. */
+enum sc_precision {
+    SC_PRECISION_FP32 = 0, /* fp32 inputs, products and outputs */
+    SC_PRECISION_BF16 = 1, /* the inputs (x, weights, dy) rounded to bf16 (to nearest even, by
+                            * oneDNN's reorders into the worker's scratch), products accumulated
+                            * in fp32, outputs (y, dx, dw, the bias gradient) fp32 */
+};
+/* "fp32", "bf16". */
+const char *sc_precision_name(enum sc_precision p);
+
 struct sc_conv_args {
     int n, c, h, w;     /* input */
     int f, kh, kw;      /* filters, kernel */
@@ -32,6 +43,7 @@ struct sc_conv_args {
                          * sums but one) */
     int xblk, yblk;     /* the layouts of x (and dx) and of y (and dy): 0 NCHW, else
                          * channels in blocks of that many (nChw8c: 8), C a multiple of it */
+    int precision;      /* enum sc_precision */
 };
 
 /* ---- pooling ---- */
@@ -130,6 +142,13 @@ void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const str
  * -1 when oneDNN has none.  Users read it to see which ISA their
  * convolutions run in. */
 int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n);
+/* Whether this CPU computes bf16 convolutions natively: 0 when oneDNN
+ * gives a bf16 3x3 convolution (64 to 64 channels) a JIT kernel of an ISA
+ * with bf16 instructions (AVX512-BF16, AMX), its name into buf
+ * ("jit_bf16:avx512_core_bf16"); -1 when it has only its reference
+ * implementation or an emulation of bf16 on fp32 instructions (buf: that
+ * implementation's name, or "none"). */
+int sc_conv_bf16_native(char *buf, size_t n);
 /* Whether a convolution of c input channels computes its weight gradient
  * on plain NCHW (a GEMM): oneDNN's blocked kernels pad c to a whole block
  * and run far below peak for a few channels.  Its output gradient is then

@@ -154,8 +154,13 @@ void *sc_kernel_worker_buf(struct sc_kernel_worker *w, int i, size_t bytes)
 
 void sc_md_nchw(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag)
 {
+    sc_md_nchw_typed(md, n, c, h, w, tag, dnnl_f32);
+}
+
+void sc_md_nchw_typed(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag, dnnl_data_type_t type)
+{
     dnnl_dims_t d = {n, c, h, w};
-    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(md, 4, d, type, tag);
 }
 
 void sc_md_1d(dnnl_memory_desc_t *md, int n)

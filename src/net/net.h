@@ -22,28 +22,31 @@ enum sc_grad_comm {
 };
 struct sc_comm_opts {
     enum sc_grad_comm grad_comm;
-    int chunk_layers;     /* K of chunks:K */
-    double bucket_mb;     /* MB of bucket:MB, in MiB (sc_rule_bucket_bytes) */
-    int fc_replicate;     /* Lee et al.: the first F [connected] layers gather their
-                           * inputs and errors and compute the whole gradient */
-    int priorities;       /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
-    int window;           /* segments of a large collective in flight at once (0: all) */
-    int segment_kb;       /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
-                           * sized to the link by sc_net_setup (sc_link_segment_kb) */
-    int direct_kb;        /* vectors up to this many KiB: one MPI nonblocking collective
-                           * in a task (sc_ring_opts: 0 default, -1 none) */
-    const char *parallel; /* --parallel: the grid of every layer without parallel= in
-                           * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
-    int nccl;             /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
-                           * allreduces in CUDA tasks (tasks/nccl.c) */
-    int gate_updates;     /* 1 (--nonfinite skip): no update of a batch starts before all
-                           * its gradients are reduced and found finite on every rank, so
-                           * that a batch is skipped whole or not at all */
-    int plain_layouts;    /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
-                           * reorders around each convolution (blocked.c) */
-    int input_slots;      /* --input-slots: input buffers in rotation, 1 or 2 (the next
-                           * batch loaded while one computes); 0: auto, two where the
-                           * second is a small share of the rank's memory */
+    int chunk_layers;            /* K of chunks:K */
+    double bucket_mb;            /* MB of bucket:MB, in MiB (sc_rule_bucket_bytes) */
+    int fc_replicate;            /* Lee et al.: the first F [connected] layers gather their
+                                  * inputs and errors and compute the whole gradient */
+    int priorities;              /* 1: task priorities (gradients, chain, collectives; plan_priorities) */
+    int window;                  /* segments of a large collective in flight at once (0: all) */
+    int segment_kb;              /* KiB per segment of a large collective (sc_ring_opts); 0: auto,
+                                  * sized to the link by sc_net_setup (sc_link_segment_kb) */
+    int direct_kb;               /* vectors up to this many KiB: one MPI nonblocking collective
+                                  * in a task (sc_ring_opts: 0 default, -1 none) */
+    const char *parallel;        /* --parallel: the grid of every layer without parallel= in
+                                  * the cfg ("h2w2", "n2h2", ...; NULL: sample parallelism) */
+    int nccl;                    /* 1 (--collectives nccl): the buckets' gradient sums are NCCL
+                                  * allreduces in CUDA tasks (tasks/nccl.c) */
+    int gate_updates;            /* 1 (--nonfinite skip): no update of a batch starts before all
+                                  * its gradients are reduced and found finite on every rank, so
+                                  * that a batch is skipped whole or not at all */
+    int plain_layouts;           /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
+                                  * reorders around each convolution (blocked.c) */
+    int input_slots;             /* --input-slots: input buffers in rotation, 1 or 2 (the next
+                                  * batch loaded while one computes); 0: auto, two where the
+                                  * second is a small share of the rank's memory */
+    enum sc_precision precision; /* --precision: the convolutions' products on CPU workers
+                                  * (kernels.h); the tensors, the exchanges and the update
+                                  * stay fp32 either way */
 };
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */
@@ -71,8 +74,8 @@ double sc_net_flops(const struct sc_net *net, int batch);
 /* The oneDNN implementation of the forward pass of net's largest
  * convolution (by multiply-adds) at batch samples, into buf (the ISA the
  * convolutions run in on this CPU): 0, or -1 when net has no convolution
- * or oneDNN none for it. */
-int sc_net_conv_impl(const struct sc_net *net, int batch, char *buf, size_t n);
+ * or oneDNN none for it.  precision: the convolutions' (--precision). */
+int sc_net_conv_impl(const struct sc_net *net, int batch, enum sc_precision precision, char *buf, size_t n);
 /* --parallel as a per-layer list, "conv1=f2,conv2=c2,fc1=n4" (what
  * starconv-plan prints; a layer it does not name is sample parallel):
  * check: SC_ERR_ARG naming an entry that is malformed or names no layer of

@@ -513,6 +513,20 @@ const char *sc_net_comm_summary(const struct sc_net *net)
     return net->dist ? net->dist->summary : "";
 }
 
+/* --precision bf16 is the CPU workers' (oneDNN's bf16 primitives): the
+ * CUDA kernels compute in fp32, so a rank with CUDA workers would train
+ * in fp32 where the others do not.  Refused alike on every rank. */
+static int check_precision(struct sc_net_dist *D)
+{
+    int cuda = D->rt->ncuda > 0;
+    if (D->rt->size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &cuda, 1, MPI_INT, MPI_MAX, D->rt->ctl);
+    if (D->comm.precision == SC_PRECISION_BF16 && cuda)
+        return sc_error(SC_ERR_ARG, "--precision bf16: CUDA workers compute in fp32 only (STARPU_NCUDA=0 runs on "
+                                    "the CPU workers alone)");
+    return 0;
+}
+
 int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
                  const struct sc_comm_opts *comm)
 {
@@ -529,7 +543,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         sc_comm_opts_default(&D->comm);
     D->global_batch = global_batch;
     int err;
-    if ((err = size_segments(D)))
+    if ((err = check_precision(D)) || (err = size_segments(D)))
         return err;
     ALLOC_ARRAY(D->ld, net->nlayers);
     if (D->comm.parallel && strchr(D->comm.parallel, '=') && (err = sc_parallel_list_check(net, D->comm.parallel)))

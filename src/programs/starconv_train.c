@@ -75,6 +75,12 @@ static const char usage[] =
     "                       never returns) stops the job with status 4, each rank saying\n"
     "                       what it waits for and rank 0 which rank did not get there;\n"
     "                       default 20 times the slowest iteration, at least 60; 0: off\n"
+    "  --precision fp32|bf16  the convolutions' arithmetic on CPU workers: fp32 (default), or\n"
+    "                       bf16 inputs (x, weights, dy rounded to nearest even) with fp32\n"
+    "                       accumulation and fp32 outputs, through oneDNN's bf16 kernels;\n"
+    "                       activations, exchanges, weights, SGD, batch normalization, the\n"
+    "                       loss and fully connected layers stay fp32.  Refused (status 2)\n"
+    "                       on a CPU without AVX512-BF16 or AMX, and with CUDA workers\n"
     "  --denormals keep|flush  denormal floats in the CPU workers' arithmetic: kept (default,\n"
     "                       as PyTorch) or flushed to zero (FTZ and DAZ): faster where values\n"
     "                       become tiny on CPUs that compute denormals slowly\n"
@@ -209,6 +215,7 @@ static const struct option train_options[] = {
     {"checkpoint-signal", no_argument, 0, 1040},
     {"stall-timeout", required_argument, 0, 1041},
     {"denormals", required_argument, 0, 1004},
+    {"precision", required_argument, 0, 1007},
     {"peak", required_argument, 0, 1005},
     {"collectives", required_argument, 0, 'C'},
     {"layouts", required_argument, 0, 1006},
@@ -281,6 +288,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
             o->denormals = !strcmp(arg, "flush") ? SC_DENORMALS_FLUSH : SC_DENORMALS_KEEP;
         else
             err = sc_error(SC_ERR_ARG, "--denormals: '%s' is neither keep nor flush", arg);
+        break;
+    case 1007:
+        if (!strcmp(arg, "fp32") || !strcmp(arg, "bf16"))
+            o->comm.precision = !strcmp(arg, "bf16") ? SC_PRECISION_BF16 : SC_PRECISION_FP32;
+        else
+            err = sc_error(SC_ERR_ARG, "--precision: '%s' is neither fp32 nor bf16", arg);
         break;
     case 'E':
         err = sc_cli_long(name, arg, 1, LONG_MAX / 2, &o->save_every);
@@ -401,6 +414,24 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
     if (!err && o->checkpoint_signal && !o->save)
         err = sc_error(SC_ERR_ARG, "--checkpoint-signal needs --save FILE (where to write the checkpoint)");
     return err;
+}
+
+/* --precision bf16 where oneDNN would run bf16 convolutions on its
+ * reference code or an emulation on fp32 instructions: slower than fp32,
+ * so refused before anything starts. */
+static int check_precision(const struct sc_train_opts *o)
+{
+    char impl[64];
+    if (o->comm.precision != SC_PRECISION_BF16 || !sc_conv_bf16_native(impl, sizeof impl))
+        return 0;
+    const char *limit = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!limit)
+        limit = getenv("DNNL_MAX_CPU_ISA");
+    return sc_error(SC_ERR_ARG,
+                    "--precision bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (oneDNN has only its %s bf16 "
+                    "convolution here%s%s)",
+                    strncmp(impl, "ref", 3) ? "emulated" : "reference", limit ? "; ONEDNN_MAX_CPU_ISA=" : "",
+                    limit ? limit : "");
 }
 
 /* An unwritable output is an error now, not after the training. */
@@ -567,7 +598,7 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    if (err)
+    if (err || (err = check_precision(&o)))
         return fail(SC_EXIT_BAD_INPUT, sc_last_error());
 
     /* Everything that can be wrong with the input is checked before MPI
@@ -621,13 +652,14 @@ int main(int argc, char **argv)
     } else {
         if (rt.rank == 0) {
             char impl[64];
-            if (sc_net_conv_impl(net, o.batch / rt.size > 0 ? o.batch / rt.size : 1, impl, sizeof impl))
+            if (sc_net_conv_impl(net, o.batch / rt.size > 0 ? o.batch / rt.size : 1, o.comm.precision, impl,
+                                 sizeof impl))
                 snprintf(impl, sizeof impl, "none");
             SC_LOG(1,
                    "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s; convolutions on "
-                   "CPU: oneDNN %s",
+                   "CPU: oneDNN %s%s",
                    o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net),
-                   impl);
+                   impl, o.comm.precision == SC_PRECISION_BF16 ? " in bf16 (fp32 accumulation and outputs)" : "");
         }
         err = check_memory(&o, &rt, net);
         if (!err && ck)
