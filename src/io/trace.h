@@ -33,6 +33,8 @@ struct sc_trace {
     int64_t first_iteration, last_iteration; /* the traced range, inclusive */
     int global_batch;                        /* images per iteration */
     char model[256];                         /* free text, e.g. the model path; may be empty */
+    char precision[8];                       /* the convolutions' ("fp32", "bf16"); empty when
+                                              * unknown (traces written before it existed) */
     /* Where each rank's workers ran, e.g. "2 CPU workers on cores 0-1
      * (...)": ranks entries, or NULL (traces written before it existed). */
     char (*placement)[SC_TRACE_PLACEMENT_LEN];
@@ -45,7 +47,7 @@ struct sc_trace {
  * events are packed greedily into as few lanes ("comm", "comm 2", ...) as
  * keep them from overlapping.  cat = the phase (the part of the name after
  * its last '.').  otherData holds ranks, workers, iterations, global_batch,
- * model and, where known, placement (an array of one string per rank, also
+ * model and, where known, precision and placement (an array of one string per rank, also
  * each rank's process_labels for trace viewers). */
 int sc_trace_write_json(const struct sc_trace *t, const char *path);
 /* Read a file written by sc_trace_write_json (strict; errors name the path

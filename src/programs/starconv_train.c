@@ -427,11 +427,13 @@ static int check_precision(const struct sc_train_opts *o)
     const char *limit = getenv("ONEDNN_MAX_CPU_ISA");
     if (!limit)
         limit = getenv("DNNL_MAX_CPU_ISA");
+    const char *has = !strcmp(impl, "none")      ? "no bf16 convolution"
+                      : !strncmp(impl, "ref", 3) ? "only its reference bf16 convolution"
+                                                 : "only its emulation of bf16 on fp32 instructions";
     return sc_error(SC_ERR_ARG,
-                    "--precision bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (oneDNN has only its %s bf16 "
-                    "convolution here%s%s)",
-                    strncmp(impl, "ref", 3) ? "emulated" : "reference", limit ? "; ONEDNN_MAX_CPU_ISA=" : "",
-                    limit ? limit : "");
+                    "--precision bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (oneDNN has %s here%s%s%s%s)", has,
+                    strcmp(impl, "none") ? ", " : "", strcmp(impl, "none") ? impl : "",
+                    limit ? "; ONEDNN_MAX_CPU_ISA=" : "", limit ? limit : "");
 }
 
 /* An unwritable output is an error now, not after the training. */

@@ -351,6 +351,7 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         t.last_iteration = last;
         t.global_batch = o->batch;
         snprintf(t.model, sizeof(t.model), "%s", o->model);
+        snprintf(t.precision, sizeof(t.precision), "%s", sc_precision_name(o->comm.precision));
         if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
             fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
                     first, last, t.n, o->trace);
