@@ -24,6 +24,11 @@ Check mode:
   those FINAL lacks are reported as "not in checkpoint" and do not fail.
   --check-momentum also holds the momentum buffers to the tolerance.
   --save-final PATH writes PyTorch's own result as a checkpoint.
+  --conv-bf16 replays starconv-train --precision bf16: every convolution
+  rounds its inputs (x, the weights, and dy in backward) to bfloat16 (to
+  nearest even, as PyTorch's conversion), computes in float64 and returns
+  float32 (forward's bias added unrounded; the bias gradient sums the
+  rounded dy, as oneDNN's); everything else stays float32.
   --lr-schedule S and --warmup W[:F] (as starconv-train's) step the
   learning rate each iteration with torch.optim.lr_scheduler (LinearLR,
   then MultiStepLR or CosineAnnealingLR, chained by SequentialLR) over a
@@ -85,6 +90,42 @@ def rel_err(a, b):
     return diff / ref
 
 
+def bf16_round(t):
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class Bf16Conv(torch.autograd.Function):
+    """Conv2d on bf16-rounded inputs, exact products, float64 sums, float32 out."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding):
+        xr, wr = bf16_round(x).double(), bf16_round(w).double()
+        ctx.save_for_backward(xr, wr)
+        ctx.geometry = (stride, padding, b is not None)
+        y = nn.functional.conv2d(xr, wr, None, stride, padding)
+        if b is not None:
+            y = y + b.double().view(1, -1, 1, 1)
+        return y.float()
+
+    @staticmethod
+    def backward(ctx, dy):
+        xr, wr = ctx.saved_tensors
+        stride, padding, has_bias = ctx.geometry
+        dyr = bf16_round(dy).double()
+        dx = nn.grad.conv2d_input(xr.shape, wr, dyr, stride, padding).float()
+        dw = nn.grad.conv2d_weight(xr, wr.shape, dyr, stride, padding).float()
+        db = dyr.sum((0, 2, 3)).float() if has_bias else None
+        return dx, dw, db, None, None
+
+
+def bf16_convs(model):
+    """Every nn.Conv2d of model through Bf16Conv (names and parameters kept)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            m.forward = (lambda c: lambda x: Bf16Conv.apply(x, c.weight, c.bias, c.stride, c.padding))(m)
+    return model
+
+
 def no_per_pixel(spec):
     """The data here is Fashion-MNIST, with one label per sample."""
     if spec.per_pixel:
@@ -138,6 +179,8 @@ def train(model, opt, images, labels, start, iters, batch, scheduler=None):
 def do_check(args, spec):
     no_per_pixel(spec)
     model = sc_torch.build_model(spec)
+    if args.conv_bf16:
+        bf16_convs(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     it0 = sc_torch.load_checkpoint(args.init, model, opt)
@@ -150,9 +193,9 @@ def do_check(args, spec):
         opt.step()  # no gradients yet: only the scheduler's order of calls is kept
         scheduler.step()
     loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler)
-    print("torch_check: %s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
+    print("torch_check: %s%s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
           "weight decay %g; last loss %.6f"
-          % (spec.name, args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
+          % (spec.name, " (convolutions on bf16 inputs)" if args.conv_bf16 else "", args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
              float(loss) if loss is not None else float("nan")))
     if args.save_final:
         sc_torch.save_checkpoint(args.save_final, model, opt, start + args.iters)
@@ -255,6 +298,8 @@ def main():
                     help="first global batch (default INIT's optimizer.iteration, else 0)")
     ap.add_argument("--check-momentum", action="store_true",
                     help="hold FINAL's momentum buffers to --tol as well")
+    ap.add_argument("--conv-bf16", action="store_true",
+                    help="replay --precision bf16: convolutions on bf16-rounded inputs")
     ap.add_argument("--save-final", metavar="PATH", help="write PyTorch's result as a checkpoint")
     ap.add_argument("--eval", metavar="CKPT", help="print the t10k accuracy of CKPT and exit")
     ap.add_argument("--write-init", metavar="PATH", help="write a seeded initial checkpoint and exit")

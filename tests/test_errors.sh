@@ -109,6 +109,7 @@ expect "bad --mem-limit" "--mem-limit: 'lots'" 1 $L --data "$DATA" --mem-limit l
 expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L --data "$DATA" --collectives mpi
 expect "bad --layouts" "--layouts: 'nhwc' is neither blocked nor nchw" 1 $L --data "$DATA" --layouts nhwc
 expect "bad --denormals" "--denormals: 'zero' is neither keep nor flush" 1 $L --data "$DATA" --denormals zero
+expect "bad --precision" "--precision: 'fp16' is neither fp32 nor bf16" 1 $L --data "$DATA" --precision fp16
 # Without a GPU (or NCCL) here, asking for NCCL is a clear error, not a hang.
 expect "--collectives nccl without NCCL or a CUDA worker" \
   "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
