@@ -189,8 +189,12 @@ static dnnl_primitive_desc_t conv_bwd_pd_on(const struct sc_conv_args *a, int fi
     CONV_GEOMETRY(a);
     /* Blocking pads c to a whole block: for a few input channels the plain
      * (gemm-based) kernels are faster, the padded channels being mostly
-     * zeros, and than a blocked one with the reorders of x and dy. */
-    conv_mds(&any, a, 0, sc_conv_few_channels(a->c), filter ? SC_CONV_BWD_FILTER : SC_CONV_BWD_DATA);
+     * zeros, and than a blocked one with the reorders of x and dy.  Not
+     * in bf16: there the reorders exist anyway (to bf16), and oneDNN's bf16
+     * gemm kernel runs a 1-channel weight gradient several times slower
+     * than its blocked JIT kernel. */
+    conv_mds(&any, a, 0, sc_conv_few_channels(a->c) && a->precision == SC_PRECISION_FP32,
+             filter ? SC_CONV_BWD_FILTER : SC_CONV_BWD_DATA);
     dnnl_status_t st =
         filter ? dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
                                                              a->nobias ? NULL : &any.b, &any.y, strides, pad_l, pad_r)
