@@ -24,11 +24,13 @@ Check mode:
   those FINAL lacks are reported as "not in checkpoint" and do not fail.
   --check-momentum also holds the momentum buffers to the tolerance.
   --save-final PATH writes PyTorch's own result as a checkpoint.
-  --conv-bf16 replays starconv-train --precision bf16: every convolution
-  rounds its inputs (x, the weights, and dy in backward) to bfloat16 (to
-  nearest even, as PyTorch's conversion), computes in float64 and returns
-  float32 (forward's bias added unrounded; the bias gradient sums the
-  rounded dy, as oneDNN's); everything else stays float32.
+  --bf16 replays starconv-train --precision bf16: every convolution and
+  fully connected layer rounds its inputs (x, the weights, and dy in
+  backward) to bfloat16 (to nearest even, as PyTorch's conversion),
+  computes in float64 and returns float32; forward's bias is added
+  unrounded; the bias gradient sums the rounded dy in a convolution (as
+  oneDNN's), the float32 dy in a fully connected layer (as starconv's);
+  everything else stays float32.
   --lr-schedule S and --warmup W[:F] (as starconv-train's) step the
   learning rate each iteration with torch.optim.lr_scheduler (LinearLR,
   then MultiStepLR or CosineAnnealingLR, chained by SequentialLR) over a
@@ -118,11 +120,35 @@ class Bf16Conv(torch.autograd.Function):
         return dx, dw, db, None, None
 
 
-def bf16_convs(model):
-    """Every nn.Conv2d of model through Bf16Conv (names and parameters kept)."""
+class Bf16Linear(torch.autograd.Function):
+    """Linear on bf16-rounded inputs, exact products, float64 sums, float32 out."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        xr, wr = bf16_round(x).double(), bf16_round(w).double()
+        ctx.save_for_backward(xr, wr)
+        ctx.has_bias = b is not None
+        y = xr @ wr.t()
+        if b is not None:
+            y = y + b.double()
+        return y.float()
+
+    @staticmethod
+    def backward(ctx, dy):
+        xr, wr = ctx.saved_tensors
+        dyr = bf16_round(dy).double()
+        db = dy.sum(0) if ctx.has_bias else None
+        return (dyr @ wr).float(), (dyr.t() @ xr).float(), db
+
+
+def bf16_layers(model):
+    """Every nn.Conv2d and nn.Linear of model through Bf16Conv and
+    Bf16Linear (names and parameters kept)."""
     for m in model.modules():
         if isinstance(m, nn.Conv2d):
             m.forward = (lambda c: lambda x: Bf16Conv.apply(x, c.weight, c.bias, c.stride, c.padding))(m)
+        elif isinstance(m, nn.Linear):
+            m.forward = (lambda c: lambda x: Bf16Linear.apply(x, c.weight, c.bias))(m)
     return model
 
 
@@ -179,8 +205,8 @@ def train(model, opt, images, labels, start, iters, batch, scheduler=None):
 def do_check(args, spec):
     no_per_pixel(spec)
     model = sc_torch.build_model(spec)
-    if args.conv_bf16:
-        bf16_convs(model)
+    if args.bf16:
+        bf16_layers(model)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     it0 = sc_torch.load_checkpoint(args.init, model, opt)
@@ -195,7 +221,7 @@ def do_check(args, spec):
     loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler)
     print("torch_check: %s%s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
           "weight decay %g; last loss %.6f"
-          % (spec.name, " (convolutions on bf16 inputs)" if args.conv_bf16 else "", args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
+          % (spec.name, " (convolutions and fully connected layers on bf16 inputs)" if args.bf16 else "", args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
              float(loss) if loss is not None else float("nan")))
     if args.save_final:
         sc_torch.save_checkpoint(args.save_final, model, opt, start + args.iters)
@@ -298,8 +324,8 @@ def main():
                     help="first global batch (default INIT's optimizer.iteration, else 0)")
     ap.add_argument("--check-momentum", action="store_true",
                     help="hold FINAL's momentum buffers to --tol as well")
-    ap.add_argument("--conv-bf16", action="store_true",
-                    help="replay --precision bf16: convolutions on bf16-rounded inputs")
+    ap.add_argument("--bf16", action="store_true",
+                    help="replay --precision bf16: convolutions and fully connected layers on bf16-rounded inputs")
     ap.add_argument("--save-final", metavar="PATH", help="write PyTorch's result as a checkpoint")
     ap.add_argument("--eval", metavar="CKPT", help="print the t10k accuracy of CKPT and exit")
     ap.add_argument("--write-init", metavar="PATH", help="write a seeded initial checkpoint and exit")

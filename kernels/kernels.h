@@ -70,7 +70,10 @@ int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n);
 /* ---- fully connected ---- */
 struct sc_fc_args {
     int n, in, out;
-    int relu; /* 1: y = max(0, x W^T + b) */
+    int relu;      /* 1: y = max(0, x W^T + b) */
+    int precision; /* enum sc_precision: fp32 through CBLAS; bf16 through oneDNN's matmul on
+                    * bf16 copies of the two inputs (x, W, dy), fp32 accumulation and outputs
+                    * (the bias gradient sums the fp32 dy) */
 };
 
 /* ---- a worker's own state ----
@@ -98,7 +101,8 @@ enum {
     SC_PRIM_CONV_BWD_FILTER,
     SC_PRIM_POOL_FWD,
     SC_PRIM_POOL_BWD,
-    SC_PRIM_CUDNN_CONV_ALGOS
+    SC_PRIM_CUDNN_CONV_ALGOS,
+    SC_PRIM_FC_BF16
 };
 void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key, size_t len,
                             void *(*create)(const void *key), void (*destroy)(void *));
@@ -160,8 +164,11 @@ int sc_conv_few_channels(int c);
 int sc_conv_act_block(const struct sc_conv_args *a);
 void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
                      float *out, void *ws);
-/* Fully connected through CBLAS; params = [W[out][in] | b[out]]. */
-void sc_fc_compute(enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
+/* Fully connected; params = [W[out][in] | b[out]].  fp32 through CBLAS
+ * (w unused, may be NULL), bf16 through oneDNN on w's stream, primitives
+ * and buffers. */
+void sc_fc_compute(struct sc_kernel_worker *w, enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0,
+                   const float *in1, float *out);
 
 /* Right padding that makes oneDNN's floor-division shape check give o
  * (also the bottom and right padding of the cuDNN convolution). */

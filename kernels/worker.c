@@ -92,8 +92,8 @@ dnnl_stream_t sc_kernel_worker_stream(struct sc_kernel_worker *w)
 /* The kernel of each SC_PRIM_* op, for the failure records. */
 static const char *prim_kernel(int op)
 {
-    static const char *const names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter",
-                                        "pool_fwd", "pool_bwd",      "conv (cuDNN)"};
+    static const char *const names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter", "pool_fwd",
+                                        "pool_bwd", "conv (cuDNN)",  "fc (bf16)"};
     return op >= 0 && op < (int)(sizeof names / sizeof names[0]) ? names[op] : "kernel";
 }
 
