@@ -30,6 +30,7 @@
 # Refusal: where oneDNN emulates bf16 (ONEDNN_MAX_CPU_ISA=AVX512_CORE, as
 # on a CPU without AVX512-BF16), status 2 with one line and no checkpoint.
 # On a CPU without bf16 the test checks that refusal and skips the rest.
+# Ranks started with different --precision: status 2 (sc_train_check_ranks).
 # (A bad --precision value: tests/test_errors.sh.)
 . "$TOP_SRCDIR/tests/common.sh"
 
@@ -139,6 +140,17 @@ if grep -q '; convolutions on CPU: oneDNN [^ r][^ ]* in bf16 (fp32 accumulation 
 else
   fail "the start-up line does not name a bf16 implementation"
   grep 'convolutions on CPU' "$WORK/verbose"
+fi
+
+# ranks started with different --precision stop at start-up
+STARPU_NCPU=1 SC_TEST_TIMEOUT=120 "$MPIRUN" 1 "$TRAIN" --data "$DATA" --iters 1 --test off : -np 1 "$TRAIN" \
+  --data "$DATA" --iters 1 --test off --precision bf16 >"$WORK/out" 2>"$WORK/err"
+rc=$?
+if [ $rc -eq 2 ] && grep -q 'ranks 0 and 1 were started with different options' "$WORK/err"; then
+  ok "ranks with different --precision: exit 2"
+else
+  fail "ranks with different --precision: exit $rc"
+  head -n 5 "$WORK/err"
 fi
 
 finish

@@ -165,7 +165,8 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.window,
                       o->comm.segment_kb,
                       o->comm.direct_kb,
-                      o->checkpoint_signal};
+                      o->checkpoint_signal,
+                      o->comm.precision};
     double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit};
     h = fnv(h, ints, sizeof ints);
     h = fnv(h, reals, sizeof reals);
