@@ -1,5 +1,6 @@
 /* Error messages and rank-prefixed logging. */
 #include "base/error.h"
+#include "base/error_va.h"
 
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -44,21 +45,27 @@ SC_API const char *sc_strerror(int err)
     }
 }
 
-SC_API int sc_error(int err, const char *fmt, ...)
+int sc_verror(int err, const char *fmt, va_list ap)
 {
     /* Format into a temporary first: callers often wrap the previous message,
      * sc_error(e, "%s: %s", what, sc_last_error()), and vsnprintf into its own
      * source is undefined. */
     char tmp[sizeof last_error];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
     /* One line, whatever a file put in a name it quotes. */
     for (char *c = tmp; *c; c++)
         if ((unsigned char)*c < 0x20 || *c == 0x7f)
             *c = '?';
     memcpy(last_error, tmp, sizeof tmp);
+    return err;
+}
+
+SC_API int sc_error(int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err = sc_verror(err, fmt, ap);
+    va_end(ap);
     return err;
 }
 

@@ -12,6 +12,10 @@
 /* KiB per segment where no link is measured (one rank) and the least
  * that --comm-segment auto gives. */
 #define SC_RING_SEGMENT_KB_DEFAULT 512
+/* Up to this many KiB a vector takes the direct path of the collectives
+ * (tasks/tasks.h, sc_ring_opts.direct_kb 0), which sends fp32 whatever
+ * --grad-dtype says: the planner prices it so. */
+#define SC_RING_DIRECT_KB_DEFAULT 64
 /* The message the link probe times (sc_link_segment_kb in tasks/tasks.h):
  * one such message to the ring neighbour, every rank at once. */
 #define SC_LINK_PROBE_BYTES ((size_t)1 << 20)

@@ -151,7 +151,7 @@ int main(int argc, char **argv)
         segment_kb = auto_kb;
     }
     /* As starconv-train's buckets have it. */
-    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0, direct_kb ? (int)direct_kb : -1};
+    struct sc_ring_opts ro = {(size_t)segment_kb << 10, defaults.window, NULL, 0, direct_kb ? (int)direct_kb : -1, 0};
     if (sc_ring_create(&ring, h, rt.comm, &ro, "bench")) {
         fprintf(stderr, "sc-allreduce-bench: %s\n", sc_last_error());
         return 1;

@@ -751,10 +751,11 @@ def load_checkpoint(path, model, optimizer=None, require_optimizer=False):
                 continue
             raise ScError("%s: no tensor '%s' (checkpoint of another model?)" % (path, name))
         new_sd[name] = checkpoint_tensor(path, name, tensors[name], ref)
-    # optimizer.seed, .global_batch, .train_samples, .shuffle: starconv's
+    # optimizer.seed, .global_batch, .train_samples, .shuffle, .accumulate: starconv's
     # data order for --resume; nothing PyTorch's side uses.
     known = (set(sd) | {"optimizer.iteration"} | set(optimizer_names(model).values())
-             | {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples", "optimizer.shuffle"})
+             | {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples", "optimizer.shuffle",
+                "optimizer.accumulate"})
     extra = [n for n in tensors if n not in known]
     if extra:
         raise ScError("%s: unexpected tensor(s) %s (checkpoint of another model?)" % (path, ", ".join(extra)))

@@ -31,6 +31,10 @@ Check mode:
   unrounded; the bias gradient sums the rounded dy in a convolution (as
   oneDNN's), the float32 dy in a fully connected layer (as starconv's);
   everything else stays float32.
+  --accumulate K (as starconv-train's) makes an iteration K batches of B
+  in order, their losses divided by K and their gradients summed by
+  backward() before one opt.step(): iteration i is global batches
+  i*K .. i*K+K-1.
   --lr-schedule S and --warmup W[:F] (as starconv-train's) step the
   learning rate each iteration with torch.optim.lr_scheduler (LinearLR,
   then MultiStepLR or CosineAnnealingLR, chained by SequentialLR) over a
@@ -185,17 +189,18 @@ def make_scheduler(opt, spec, warmup, total):
     return sched.SequentialLR(opt, [lin, main], milestones=[w])
 
 
-def train(model, opt, images, labels, start, iters, batch, scheduler=None):
+def train(model, opt, images, labels, start, iters, batch, scheduler=None, accumulate=1):
     loss_fn = nn.CrossEntropyLoss()
     n = images.shape[0]
     loss = None
     model.train()  # batch normalization: batch statistics, running ones updated
     for i in range(start, start + iters):
-        lo, hi = sc_torch.batch_range(i, batch, n)
-        x = sc_torch.to_input(images[lo:hi])
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), labels[lo:hi])
-        loss.backward()
+        for k in range(accumulate):  # gradient accumulation: backward() adds to .grad
+            lo, hi = sc_torch.batch_range(i * accumulate + k, batch, n)
+            x = sc_torch.to_input(images[lo:hi])
+            loss = loss_fn(model(x), labels[lo:hi]) / accumulate
+            loss.backward()
         opt.step()
         if scheduler is not None:
             scheduler.step()
@@ -218,7 +223,7 @@ def do_check(args, spec):
     for _ in range(start if scheduler is not None else 0):
         opt.step()  # no gradients yet: only the scheduler's order of calls is kept
         scheduler.step()
-    loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler)
+    loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler, args.accumulate)
     print("torch_check: %s%s, %d iterations from iteration %d, batch %d, lr %g, momentum %g, "
           "weight decay %g; last loss %.6f"
           % (spec.name, " (convolutions and fully connected layers on bf16 inputs)" if args.bf16 else "", args.iters, start, args.batch, args.lr, args.momentum, args.weight_decay,
@@ -310,6 +315,8 @@ def main():
     ap.add_argument("--final", help="starconv's checkpoint after --iters iterations")
     ap.add_argument("--iters", type=int, help="iterations K")
     ap.add_argument("--batch", type=int, help="global batch size B")
+    ap.add_argument("--accumulate", type=int, default=1,
+                    help="K batches of B per iteration, one optimizer step (default 1)")
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)
@@ -355,8 +362,8 @@ def main():
                                   ("--iters", args.iters), ("--batch", args.batch)) if v is None]
         if missing:
             ap.error("check mode needs %s" % ", ".join(missing))
-        if args.iters < 0 or args.batch < 1:
-            ap.error("--iters must be >= 0 and --batch >= 1")
+        if args.iters < 0 or args.batch < 1 or args.accumulate < 1:
+            ap.error("--iters must be >= 0, --batch and --accumulate >= 1")
     torch.set_num_threads(max(1, args.threads))
     try:
         spec = sc_torch.load_cfg(args.model)

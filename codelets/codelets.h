@@ -166,6 +166,14 @@ int sc_insert_load_read(const struct sc_task_opts *opts, sc_load_read_fn fn, voi
 int sc_insert_accumulate(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,
                          const char *name);
 
+/* The ends of a bf16 transfer (kernels/bf16.h): R src (floats), W dst
+ * (uint16 bf16, as many): dst = src rounded to nearest even; and RW dst
+ * (floats), R src (bf16, as many): dst += src in fp32. */
+int sc_insert_pack_bf16(const struct sc_task_opts *opts, starpu_data_handle_t src, starpu_data_handle_t dst,
+                        const char *name);
+int sc_insert_accumulate_bf16(const struct sc_task_opts *opts, starpu_data_handle_t dst, starpu_data_handle_t src,
+                              const char *name);
+
 /* SGD exactly as torch.optim.SGD (dampening 0, no Nesterov):
  * g' = g + wd*w; v = momentum*v + g'; w -= lr*v.  With v starting at 0 the
  * first step gives v = g', as PyTorch's first step does. */
@@ -226,6 +234,7 @@ struct sc_trace_rec {
     int kind;
     int worker; /* StarPU worker id (tasks) */
     double start, end;
+    double bytes; /* a transfer: the bytes this rank sent (0: a receive) */
 };
 /* Start recording (or change the iteration the new records belong to). */
 void sc_trace_record_on(int64_t iteration);

@@ -78,6 +78,13 @@ void sc_fail_record(const char *op, const char *fmt, ...)
     va_end(ap);
 }
 
+void sc_fail_vrecord(const char *op, const char *fmt, va_list ap)
+{
+    const char *task;
+    int worker = sc_fail_current(&task);
+    vrecord(worker, task, op, fmt, ap);
+}
+
 void sc_fail_record_from(int worker, const char *task, const char *op, const char *fmt, ...)
 {
     va_list ap;

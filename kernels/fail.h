@@ -13,6 +13,7 @@
 #ifndef SC_KERNELS_FAIL_H
 #define SC_KERNELS_FAIL_H
 
+#include <stdarg.h>
 #include <stddef.h>
 
 /* Worker ids a record may name: 0 .. SC_FAIL_MAX_WORKERS - 1. */
@@ -31,6 +32,8 @@ struct sc_fail {
  * kept in the calling worker's record, where the first failure stays.
  * Thread safe. */
 void sc_fail_record(const char *op, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* sc_fail_record with a va_list (the HDF5 module's, through a pointer). */
+void sc_fail_vrecord(const char *op, const char *fmt, va_list ap);
 /* The calling thread's worker id (-1: none) and, into *task, the name of
  * the task it runs (NULL: none), for a failure that another thread
  * records later for it (sc_fail_record_from). */

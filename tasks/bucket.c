@@ -161,3 +161,8 @@ uint64_t sc_bucket_bytes_sent(const struct sc_bucket *b)
 {
     return sc_ring_bytes_sent(b->ring);
 }
+
+uint64_t sc_bucket_partial_bytes_sent(const struct sc_bucket *b)
+{
+    return sc_ring_partial_bytes_sent(b->ring);
+}

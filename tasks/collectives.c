@@ -30,7 +30,7 @@ int64_t sc_tags_reserve(int64_t count)
 /* Up to this many KiB a vector takes the direct path (sc_ring_opts): one
  * MPI collective instead of the ring's messages, each of which costs a
  * task and a request (docs/results.md, "allreduce against MPI"). */
-#define DIRECT_KB_DEFAULT 64
+#define DIRECT_KB_DEFAULT SC_RING_DIRECT_KB_DEFAULT
 
 #define PROBE_BYTES SC_LINK_PROBE_BYTES
 #define PROBE_REPS  5
@@ -76,16 +76,23 @@ int sc_link_segment_kb(MPI_Comm comm, int *segment_kb, double *bytes_per_s)
 
 struct sc_ring {
     MPI_Comm comm;
-    int rank, size; /* within the group */
-    int *group;     /* the group's ranks in comm (NULL: all of comm) */
-    uint64_t sent;  /* bytes this rank has sent */
-    int nseg;       /* segments per chunk */
-    int64_t tag;    /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
+    int rank, size;        /* within the group */
+    int *group;            /* the group's ranks in comm (NULL: all of comm) */
+    uint64_t sent;         /* bytes this rank has sent */
+    uint64_t sent_partial; /* of which partial sums of reductions */
+    int nseg;              /* segments per chunk */
+    int64_t tag;           /* reduce-scatter: tag + piece; allgather: tag + P*K + piece */
     starpu_data_handle_t vec;
     starpu_data_handle_t *piece; /* P*K children of vec: chunk c, segment j is piece c*K + j */
     starpu_data_handle_t *recv;  /* reduce-scatter step s, segment j receives into recv[s*K + j] */
-    float **recv_mem;
+    void **recv_mem;
     int nrecv;
+    /* --grad-dtype bf16: the partial sums travel as bf16 (recv then holds
+     * bf16 too); step s, segment j packs what it sends into wire[s*K + j],
+     * a buffer of its own so that no pack waits for an earlier send. */
+    int bf16;
+    starpu_data_handle_t *wire;
+    void **wire_mem;
     int chain;                /* fewer elements than ranks: see chain_reduce */
     struct sc_direct *direct; /* its communicator for small vectors (NULL: none) */
     int use_direct;           /* the vector is small: every collective is one direct task */
@@ -148,21 +155,26 @@ static void partition_plan(starpu_data_handle_t vec, int parts, starpu_data_hand
 static int ring_alloc(struct sc_ring *r)
 {
     int pieces = r->size * r->nseg;
+    size_t elem = r->bf16 ? sizeof(uint16_t) : sizeof(float);
     r->nrecv = r->chain ? 1 : (r->size - 1) * r->nseg;
     r->piece = calloc(pieces, sizeof(*r->piece));
     r->recv = calloc(r->nrecv, sizeof(*r->recv));
     r->recv_mem = calloc(r->nrecv, sizeof(*r->recv_mem));
-    if (!r->piece || !r->recv || !r->recv_mem)
+    r->wire = calloc(r->nrecv, sizeof(*r->wire));
+    r->wire_mem = calloc(r->nrecv, sizeof(*r->wire_mem));
+    if (!r->piece || !r->recv || !r->recv_mem || !r->wire || !r->wire_mem)
         return sc_error(SC_ERR_NOMEM, "out of memory for a collective plan");
     if (!r->chain)
         partition_plan(r->vec, pieces, r->piece);
     for (int i = 0; i < r->nrecv; i++) {
-        /* Step s, segment j receives chunk (r-s-1), segment j. */
-        int s = i / r->nseg, j = i % r->nseg;
+        /* Step s, segment j receives chunk (r-s-1), segment j, and sends
+         * chunk (r-s), segment j. */
+        int s = i / r->nseg, j = i % r->nseg, err;
         size_t nx = r->chain ? starpu_vector_get_nx(r->vec)
                              : starpu_vector_get_nx(r->piece[mod(r->rank - s - 1, r->size) * r->nseg + j]);
-        int err = sc_vector_new(&r->recv[i], (void **)&r->recv_mem[i], nx, sizeof(float));
-        if (err)
+        size_t nx_sent = r->chain ? nx : starpu_vector_get_nx(r->piece[mod(r->rank - s, r->size) * r->nseg + j]);
+        if ((err = sc_vector_new(&r->recv[i], &r->recv_mem[i], nx, elem)) ||
+            (r->bf16 && (err = sc_vector_new(&r->wire[i], &r->wire_mem[i], nx_sent, elem))))
             return err;
     }
     return 0;
@@ -199,6 +211,7 @@ int sc_ring_create(struct sc_ring **out, starpu_data_handle_t vec, MPI_Comm comm
         r->size = opts->group_size;
     }
     r->vec = vec;
+    r->bf16 = opts && opts->wire_bf16;
     snprintf(r->name, sizeof(r->name), "%s", name ? name : "vec");
     snprintf(r->comm_name, sizeof(r->comm_name), "%s.grad_allreduce", r->name);
     snprintf(r->acc_name, sizeof(r->acc_name), "%s.reduce_scatter", r->name);
@@ -241,9 +254,13 @@ void sc_ring_destroy(struct sc_ring *r)
         starpu_data_partition_clean(r->vec, r->size * r->nseg, r->piece);
     for (int i = 0; r->recv && i < r->nrecv; i++)
         sc_vector_free(r->recv[i], r->recv_mem[i]);
+    for (int i = 0; r->wire && i < r->nrecv; i++)
+        sc_vector_free(r->wire[i], r->wire_mem[i]);
     free(r->piece);
     free(r->recv);
     free(r->recv_mem);
+    free(r->wire);
+    free(r->wire_mem);
     free(r->group);
     sc_direct_destroy(r->direct);
     free(r);
@@ -257,6 +274,11 @@ int sc_ring_is_direct(const struct sc_ring *r)
 uint64_t sc_ring_bytes_sent(const struct sc_ring *r)
 {
     return r->sent;
+}
+
+uint64_t sc_ring_partial_bytes_sent(const struct sc_ring *r)
+{
+    return r->sent_partial;
 }
 
 void sc_ring_owned_range(const struct sc_ring *r, size_t *first, size_t *count)
@@ -404,6 +426,8 @@ int sc_send_piece(const struct sc_task_opts *opts, starpu_data_handle_t h, int d
     if (sc_stall_inject_send(name))
         return 0; /* tests/test_stall.sh: a message never posted */
     struct sc_trace_rec *rec = transfer_record(&cl_ready_r, h, name);
+    if (rec)
+        rec->bytes = (double)starpu_data_get_size(h);
     void *arg = transfer_arg(rec, SC_WAIT_SEND, name, dest, tag, comm);
     int err = starpu_mpi_isend_detached_prio(h, dest, tag, sc_task_opts_priority(opts), comm, sent, arg);
     return err ? transfer_failed("send", err) : 0;
@@ -417,6 +441,28 @@ int sc_recv_piece(starpu_data_handle_t h, int src, int64_t tag, MPI_Comm comm, c
     return err ? transfer_failed("receive", err) : 0;
 }
 
+/* A partial sum to a peer: as it is, or packed into bf16 in wire (the
+ * ring's --grad-dtype bf16). */
+static int send_partial(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t h,
+                        starpu_data_handle_t wire, int member, int64_t tag)
+{
+    int err;
+    if (r->bf16 && (err = sc_insert_pack_bf16(opts, h, wire, r->acc_name)))
+        return err;
+    uint64_t before = r->sent;
+    err = ring_send(r, opts, r->bf16 ? wire : h, member, tag);
+    r->sent_partial += r->sent - before;
+    return err;
+}
+
+/* sum += received, which is bf16 under --grad-dtype bf16: added in fp32. */
+static int add_received(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t sum,
+                        starpu_data_handle_t received)
+{
+    return r->bf16 ? sc_insert_accumulate_bf16(opts, sum, received, r->acc_name)
+                   : sc_insert_accumulate(opts, sum, received, r->acc_name);
+}
+
 /* Each piece has its own tag in each phase, so messages of one collective
  * (and of concurrent ones, which have other tags) cannot be confused. */
 static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
@@ -427,11 +473,11 @@ static int reduce_scatter(struct sc_ring *r, const struct sc_task_opts *opts)
             int to = mod(me - s, p) * K + j, from = mod(me - s - 1, p) * K + j;
             starpu_data_handle_t buf = r->recv[s * K + j];
             if ((err = wait_credit(r, j, r->piece[to], &r->recv[s * K])) ||
-                (err = ring_send(r, opts, r->piece[to], next, r->tag + to)) ||
+                (err = send_partial(r, opts, r->piece[to], r->wire[s * K + j], next, r->tag + to)) ||
                 (err = gate_receive(buf, r->piece[from])) ||
                 (err = sc_recv_piece(buf, peer(r, prev), r->tag + from, r->comm, r->comm_name)))
                 return err;
-            if ((err = sc_insert_accumulate(opts, r->piece[from], buf, r->acc_name)))
+            if ((err = add_received(r, opts, r->piece[from], buf)))
                 return err;
         }
     return 0;
@@ -468,10 +514,10 @@ static int chain_reduce(struct sc_ring *r, const struct sc_task_opts *opts)
             return err;
         if ((err = sc_recv_piece(r->recv[0], peer(r, me + 1), r->tag, r->comm, r->comm_name)))
             return err;
-        if ((err = sc_insert_accumulate(opts, r->vec, r->recv[0], r->acc_name)))
+        if ((err = add_received(r, opts, r->vec, r->recv[0])))
             return err;
     }
-    return me > 0 ? ring_send(r, opts, r->vec, me - 1, r->tag) : 0;
+    return me > 0 ? send_partial(r, opts, r->vec, r->wire[0], me - 1, r->tag) : 0;
 }
 
 static int chain_broadcast(struct sc_ring *r, const struct sc_task_opts *opts, starpu_data_handle_t target)
@@ -488,6 +534,7 @@ int sc_ring_allreduce_submit(struct sc_ring *r, const struct sc_task_opts *opts)
         return 0;
     if (r->use_direct) {
         r->sent += starpu_vector_get_nx(r->vec) * sizeof(float);
+        r->sent_partial += starpu_vector_get_nx(r->vec) * sizeof(float);
         return sc_direct_allreduce_submit(r->direct, r->vec);
     }
     if (r->chain) {
@@ -567,6 +614,7 @@ int sc_sgd_sync_reduce_submit(struct sc_sgd_sync *s, const struct sc_task_opts *
     }
     if (r->chain || r->use_direct) {
         r->sent += r->use_direct && r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
+        r->sent_partial += r->use_direct && r->rank ? starpu_vector_get_nx(r->vec) * sizeof(float) : 0;
         err = r->use_direct ? sc_direct_reduce_submit(r->direct, r->vec) : chain_reduce(r, opts);
         return !err && gate && r->rank == 0 ? sc_gate_check_submit(gate, opts, r->vec) : err;
     }

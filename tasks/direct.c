@@ -238,6 +238,11 @@ static int submit(struct sc_direct *d, int op, starpu_data_handle_t v)
         return sc_error(SC_ERR_NOMEM, "out of memory");
     *p = (struct pending){.op = op, .comm = d->comm[op == DIRECT_BCAST], .vec = v};
     p->rec = sc_trace_new_rec(d->name, SC_REC_COMM);
+    int me;
+    MPI_Comm_rank(p->comm, &me);
+    /* what this rank sends, counted as tasks.h's sc_ring_bytes_sent counts it */
+    if (p->rec && (op == DIRECT_ALLREDUCE || (op == DIRECT_REDUCE) == (me != 0)))
+        p->rec->bytes = (double)starpu_vector_get_nx(v) * sizeof(float);
     p->wait = sc_progress_add(SC_WAIT_COLL, d->name, -1, 0, d->group, d->ngroup, NULL);
     int ret = starpu_data_acquire_cb(v, STARPU_RW, post, p);
     if (ret) {

@@ -56,6 +56,15 @@ struct sc_ring_opts {
      * of comm creates its rings in the same order, with the same
      * direct_kb (each ring then makes a communicator of its own). */
     int direct_kb;
+    /* 1 (--grad-dtype bf16): the reduction's partial sums travel as bf16
+     * (rounded to nearest even when sent, added in fp32 when received:
+     * kernels/bf16.h): the reduce-scatter's and the chain's reduction.
+     * What goes back out stays fp32, so that every rank holds the same
+     * bits: the weights of sc_sgd_sync's allgather or broadcast, the sums
+     * of sc_ring_allreduce_submit's allgather.  The direct path (direct_kb)
+     * stays fp32: MPI has no bf16 type to sum in fp32, and its vectors are
+     * small. */
+    int wire_bf16;
 };
 /* Segments sized to the link (--comm-segment auto): sc_link_segment_kb
  * measures the bandwidth one rank gets to its ring neighbour while every
@@ -74,6 +83,10 @@ void sc_ring_destroy(struct sc_ring *ring);
  * the non-roots of a reduce, the root of a broadcast, every rank of an
  * allreduce: MPI's algorithm is its own). */
 uint64_t sc_ring_bytes_sent(const struct sc_ring *ring);
+/* Of those, the bytes of the reductions' partial sums (the reduce-scatter,
+ * the chain's and the direct path's reduction, a direct allreduce whole):
+ * what sc_ring_opts.wire_bf16 halves outside the direct path. */
+uint64_t sc_ring_partial_bytes_sent(const struct sc_ring *ring);
 /* 1 when the ring's collectives take the direct path (direct_kb). */
 int sc_ring_is_direct(const struct sc_ring *ring);
 /* Range [*first, *first + *count) of the vector owned by this rank. */
@@ -186,6 +199,8 @@ void sc_bucket_destroy(struct sc_bucket *b);
 /* Bytes this rank has sent for the bucket's reductions so far (its ring's;
  * 0 under NCCL). */
 uint64_t sc_bucket_bytes_sent(const struct sc_bucket *b);
+/* Of those, the partial sums' (sc_ring_partial_bytes_sent). */
+uint64_t sc_bucket_partial_bytes_sent(const struct sc_bucket *b);
 /* The vectors in main memory (initial values, checkpoints: acquire the
  * handles around their use once tasks have run). */
 float *sc_bucket_weights(const struct sc_bucket *b);

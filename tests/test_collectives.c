@@ -1,12 +1,13 @@
 /* Ring allreduce and the reduce-scatter/SGD/allgather step on 1..P ranks,
  * for lengths that do not divide by the rank count, and the whole-batch
- * gate of --nonfinite skip. */
+ * gate of --nonfinite skip; the ring with bf16 on the wire. */
 #include <stdint.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/bf16.h"
 #include "src/runtime/runtime.h"
 #include "src/starconv.h"
 #include "tasks/tasks.h"
@@ -64,6 +65,101 @@ static int test_allreduce(struct sc_runtime *rt, size_t n, int window, size_t se
                  (segment_bytes ? segment_bytes : 512 << 10) >> 10);
         bad |= check(what, n, v, want, rt->rank);
         starpu_data_release(h);
+    }
+    sc_ring_destroy(ring);
+    starpu_data_unregister(h);
+    free(v);
+    free(want);
+    return bad;
+}
+
+static float via_bf16(float x)
+{
+    uint16_t h;
+    float y;
+    sc_bf16_from_f32(&h, &x, 1);
+    sc_bf16_to_f32(&y, &h, 1);
+    return y;
+}
+
+/* --grad-dtype bf16 (sc_ring_opts.wire_bf16), every vector through the
+ * ring or the chain (no direct path), one segment a chunk: every rank
+ * ends with the same bits, those of the sum along the ring with each sent
+ * partial sum rounded to bf16 (chunk c from rank c on; the chain from rank
+ * P-1 down to 0), and the reduce-scatter sends half its fp32 bytes. */
+static int test_allreduce_bf16(struct sc_runtime *rt, size_t n)
+{
+    int P = rt->size, bad = 0;
+    float *v = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float));
+    starpu_data_handle_t h;
+    starpu_vector_data_register(&h, STARPU_MAIN_RAM, (uintptr_t)v, n, sizeof(float));
+    struct sc_ring *ring;
+    struct sc_ring_opts ro = {(size_t)1 << 30, 0, NULL, 0, -1, 1};
+    if (sc_ring_create(&ring, h, rt->comm, &ro, "bf16")) {
+        printf("FAIL sc_ring_create: %s\n", sc_last_error());
+        return 1;
+    }
+    starpu_data_acquire(h, STARPU_W);
+    for (size_t i = 0; i < n; i++)
+        v[i] = value(rt->rank, i, 0);
+    starpu_data_release(h);
+    if (sc_ring_allreduce_submit(ring, NULL)) {
+        printf("FAIL submit: %s\n", sc_last_error());
+        return 1;
+    }
+    sc_tasks_wait_all(rt->comm);
+    size_t base = n / (size_t)P, extra = n % (size_t)P, rounded = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (P == 1) {
+            want[i] = value(0, i, 0);
+            continue;
+        }
+        /* the ranks in the order they add, the first one's value sent alone */
+        int first, step;
+        if (n < (size_t)P) {
+            first = P - 1, step = -1;
+        } else {
+            size_t c = 0;
+            while (c + 1 < (size_t)P && (c + 1) * base + (c + 1 < extra ? c + 1 : extra) <= i)
+                c++;
+            first = (int)c, step = 1;
+        }
+        float acc = value(first, i, 0);
+        for (int k = 1; k < P; k++)
+            acc = value(((first + step * k) % P + P) % P, i, 0) + via_bf16(acc);
+        want[i] = acc;
+        double exact = 0;
+        for (int r = 0; r < P; r++)
+            exact += value(r, i, 0);
+        rounded += acc != (float)exact;
+    }
+    starpu_data_acquire(h, STARPU_R);
+    size_t diff = 0;
+    for (size_t i = 0; i < n; i++)
+        diff += memcmp(&v[i], &want[i], sizeof(float)) != 0;
+    starpu_data_release(h);
+    /* the reduce-scatter's P-1 chunks in bf16, the allgather's in fp32 (the
+     * chain: one vector each way, but for the ends) */
+    uint64_t sent = sc_ring_bytes_sent(ring), partial = sc_ring_partial_bytes_sent(ring);
+    int me = rt->rank;
+    uint64_t want_partial = 0;
+    if (P > 1 && n < (size_t)P)
+        want_partial = me > 0 ? 2 * n : 0;
+    else if (P > 1)
+        for (int s = 0; s < P - 1; s++) {
+            int c = ((me - s) % P + P) % P;
+            want_partial += 2 * (base + ((size_t)c < extra));
+        }
+    if (diff || (P > 1 && n >= 8 && !rounded) || partial != want_partial || sent < partial) {
+        printf("FAIL rank %d bf16 allreduce n=%zu: %zu elements differ from the ring's bf16 order, %zu rounded, "
+               "partial bytes %llu (want %llu), sent %llu\n",
+               me, n, diff, rounded, (unsigned long long)partial, (unsigned long long)want_partial,
+               (unsigned long long)sent);
+        bad = 1;
+    } else if (me == 0) {
+        printf("ok bf16 allreduce n=%zu: the ring's order bit for bit (%zu of %zu sums differ from fp32), %llu "
+               "bytes of partial sums\n",
+               n, rounded, n, (unsigned long long)partial);
     }
     sc_ring_destroy(ring);
     starpu_data_unregister(h);
@@ -292,6 +388,8 @@ int main(int argc, char **argv)
         bad |= test_sgd(&rt, (1 << 20) + 5, window);
     }
     bad |= test_segments(&rt);
+    for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++)
+        bad |= test_allreduce_bf16(&rt, sizes[k]);
     static const size_t gated[][2] = {{1000, 1}, {3, 1001}, {7, (1 << 20) + 5}};
     for (size_t k = 0; k < sizeof(gated) / sizeof(gated[0]); k++)
         bad |= test_gate(&rt, gated[k][0], gated[k][1]);

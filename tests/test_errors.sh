@@ -66,6 +66,14 @@ cp "$DATA"/t10k-* "$WORK/bad/"
 for f in "$DATA"/train-*; do head -c 5000 "$f" >"$WORK/bad/$(basename "$f")"; done
 expect "truncated data file" "train-images" 1 $L --data "$WORK/bad"
 expect "batch not divisible by the ranks" "does not split evenly over 2 ranks" 2 $L --data "$DATA" --batch 5
+expect "accumulate 0" "--accumulate: '0' is not an integer in \[1, 4096\]" 1 $L --data "$DATA" --accumulate 0
+expect "accumulate past 4096" "--accumulate: '4097' is not an integer in \[1, 4096\]" 1 $L --data "$DATA" \
+  --accumulate 4097
+expect "accumulate not a number" "--accumulate: 'four'" 1 $L --data "$DATA" --accumulate four
+expect "batch x accumulate past the data" "--batch 20000 x --accumulate 4 is more than the 60000 training" 1 \
+  $L --data "$DATA" --batch 20000 --accumulate 4 --test off
+expect "accumulate with skip over batch normalization" "--accumulate 2 with --nonfinite skip: layer .* keeps running" \
+  1 --model "$TOP_SRCDIR/tests/models/bn.cfg" --iters 1 --data "$DATA" --accumulate 2 --nonfinite skip
 expect "unknown scheduler" "unknown scheduling policy 'fastest'.*valid:.*eager" 1 $L --data "$DATA" --sched fastest
 STARPU_SCHED=fastest expect "unknown scheduler in STARPU_SCHED" "unknown scheduling policy 'fastest' in STARPU_SCHED" \
   1 $L --data "$DATA"
@@ -110,6 +118,9 @@ expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L
 expect "bad --layouts" "--layouts: 'nhwc' is neither blocked nor nchw" 1 $L --data "$DATA" --layouts nhwc
 expect "bad --denormals" "--denormals: 'zero' is neither keep nor flush" 1 $L --data "$DATA" --denormals zero
 expect "bad --precision" "--precision: 'fp16' is neither fp32 nor bf16" 1 $L --data "$DATA" --precision fp16
+expect "bad --grad-dtype" "--grad-dtype: 'fp16' is neither fp32 nor bf16" 1 $L --data "$DATA" --grad-dtype fp16
+expect "--grad-dtype bf16 with NCCL" "--grad-dtype bf16: not with --collectives nccl" 2 $L --data "$DATA" \
+  --grad-dtype bf16 --collectives nccl
 # Without a GPU (or NCCL) here, asking for NCCL is a clear error, not a hang.
 expect "--collectives nccl without NCCL or a CUDA worker" \
   "--collectives nccl: \(starconv was built without NCCL\|this rank has no CUDA worker\)" 2 $L --data "$DATA" \
@@ -171,6 +182,10 @@ if ! grep -q '^#define SC_USE_CUDA 1' "$TOP_BUILDDIR/config.h" 2>/dev/null; then
   expect_plan "--device cuda in a CPU build" "^starconv-plan: --device cuda: this starconv was built without CUDA" \
     calibrate --device cuda --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
 fi
+expect_plan "starconv-plan bad --grad-dtype" "^starconv-plan: --grad-dtype: 'half' is neither fp32 nor bf16" \
+  --grad-dtype half --model "$MODELS/lenet.cfg" --ranks 2
+expect_plan "--grad-dtype bf16 with calibrate" "^starconv-plan: --grad-dtype bf16 is an option of a plan on this machine" \
+  calibrate --grad-dtype bf16 --model "$MODELS/lenet.cfg" --calibration "$WORK/dev.cal"
 if [ -e "$WORK/dev.cal" ]; then fail "a refused calibrate wrote $WORK/dev.cal"; else ok "no calibration written"; fi
 if [ "$("$TRAIN" --list-sched | wc -l)" -eq 1 ] && "$TRAIN" --list-sched | grep -qw lws &&
   "$TRAIN" --list-sched | grep -qw dmda; then

@@ -8,7 +8,9 @@
 #   the sources (arrays by h5py; training: the same tensors bit for bit);
 # - under h2w2 each rank reads a quarter of each sample it loads (the
 #   bytes --report counts), under n4 whole samples;
-# - bad files and specs: one line, exit status 2, no checkpoint.
+# - bad files and specs: one line, exit status 2, no checkpoint;
+# - HDF5 is a module that only runs reading HDF5 load: starconv-train does
+#   not link it, and a module that cannot be loaded is one line, exit 2.
 # Skipped (77) without HDF5 in the build (after checking its message) or
 # without h5py (Debian: python3-h5py).
 . "$TOP_SRCDIR/tests/common.sh"
@@ -225,6 +227,13 @@ expect "per-sample labels for a per-pixel loss" "one label a sample, but the mod
   --model "$MODELS/mesh128.cfg" --iters 1 --data "hdf5:$WORK/mesh_sample_labels.h5" --test off
 expect "no held-out set" "no held-out samples for --test" 1 $L --data "hdf5:$WORK/notest.h5:classes=10"
 expect "unknown key" "unknown key 'colour'" 1 $L --data "hdf5:$WORK/plain.h5:colour=blue"
+if command -v ldd >/dev/null 2>&1; then
+  libs=$(ldd "$TRAIN" | grep -c 'libhdf5') || true
+  [ "$libs" -eq 0 ] && ok "starconv-train does not link HDF5 (the module does)" ||
+    fail "starconv-train links HDF5: $(ldd "$TRAIN" | grep libhdf5 | tr '\n' ' ')"
+fi
+SC_HDF5_MODULE="$WORK/no-module.so" expect "a module that cannot be loaded" \
+  "cannot load starconv's HDF5 reader: SC_HDF5_MODULE=$WORK/no-module.so" 1 $L --data "hdf5:$WORK/plain.h5"
 expect "split too large" "split=$NTRAIN leaves no training samples" 1 $L --data "hdf5:$WORK/plain.h5:split=$NTRAIN"
 # a split of the training data set as the held-out set
 STARPU_NCPU=1 "$MPIRUN" 1 "$TRAIN" $L --data "hdf5:$WORK/notest.h5:classes=10,split=2" --batch 2 >"$WORK/log" 2>&1 &&

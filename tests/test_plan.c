@@ -83,14 +83,14 @@ static struct sc_calib *calib(double alpha, double beta)
 static void fill(struct sc_calib *c, const struct sc_net *net, int P, int B, int mode)
 {
     struct fill f = {c, mode};
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0, 0};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, NULL, 0, 0, 0, 1, 0};
     sc_plan_kernels(net, &o, add_kernel, &f);
 }
 
 static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, int P, int B, const char *grid,
                             double mem_limit)
 {
-    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0, 0};
+    struct sc_plan_opts o = {P, B, 1, mem_limit, grid, NULL, 0, 0, 0, 1, 0};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -100,7 +100,7 @@ static struct sc_plan *plan(const struct sc_net *net, const struct sc_calib *c, 
 static struct sc_plan *plan_margin(const struct sc_net *net, const struct sc_calib *c, int P, int B,
                                    const char *grad_comm, double margin)
 {
-    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0, 0};
+    struct sc_plan_opts o = {P, B, 1, 0, NULL, grad_comm, margin, 0, 0, 1, 0};
     struct sc_plan *p = NULL;
     if (sc_plan_make(net, c, &o, &p))
         printf("plan: %s\n", sc_last_error());
@@ -134,6 +134,44 @@ static void test_compute(void)
     sc_net_destroy(net);
 }
 
+/* --grad-dtype bf16: a gradient of B bytes (fp32) above the direct path's
+ * 64 KiB costs half the calibrated allreduce at B/2 (the reduce-scatter's
+ * bf16) plus half at B (the allgather of the weights); one at most 64 KiB
+ * (m2's fc, 1320 bytes) costs what it did. */
+static void test_grad_dtype(void)
+{
+    static const char *big_text = "[net]\nchannels=1\nheight=64\nwidth=64\nclasses=10\n"
+                                  "[connected]\noutput=10\nactivation=linear\n[softmax]\n";
+    struct sc_net *nets[2] = {model("big.cfg", big_text), model("m2.cfg", m2_text)};
+    double want_ratio[2];
+    for (int k = 0; k < 2; k++) {
+        struct sc_calib *c = calib(0, 0);
+        fill(c, nets[k], 2, 2, FIXED);
+        sc_calib_add_allreduce(c, 2, 100, 1e-3);
+        sc_calib_add_allreduce(c, 2, 200000, 3e-3);
+        struct sc_plan *p[2] = {NULL, NULL};
+        for (int bf16 = 0; bf16 < 2; bf16++) {
+            struct sc_plan_opts o = {2, 2, 1, 0, "n2", "layer", 0, 0, 0, 1, bf16};
+            if (sc_plan_make(nets[k], c, &o, &p[bf16]))
+                printf("plan: %s\n", sc_last_error());
+        }
+        int fc = k == 0 ? 0 : 1;
+        double B = k == 0 ? 4.0 * (4096 * 10 + 10) : 1320;
+        double a = 1e-3 + (B - 100) / 199900 * 2e-3, h = 1e-3 + (B / 2 - 100) / 199900 * 2e-3;
+        double want = k == 0 ? 0.5 * (h + a) : a;
+        want_ratio[k] = want / a;
+        check(p[0] && p[1] && near(p[0]->layer[fc].allreduce, a) && near(p[1]->layer[fc].allreduce, want) &&
+                  p[1]->grad_bf16 && !p[0]->grad_bf16,
+              "--grad-dtype bf16, a gradient of %.0f bytes: allreduce %.9g (fp32 %.9g, %.3f of it)", B,
+              p[1] ? p[1]->layer[fc].allreduce : -1, a, want_ratio[k]);
+        sc_plan_free(p[0]);
+        sc_plan_free(p[1]);
+        sc_calib_free(c);
+        sc_net_destroy(nets[k]);
+    }
+    check(want_ratio[0] < 1 && want_ratio[1] == 1, "bf16 prices the ring's gradient below fp32, the direct path alike");
+}
+
 /* Two ranks, n2: the fc's allreduce (1320 bytes, interpolated) runs
  * during conv's backward, conv's (80 bytes, below the smallest point)
  * after it; one allreduce at the end would take longer. */
@@ -157,11 +195,25 @@ static void test_allreduce_timeline(void)
     check(p && near(p->layer[1].allreduce, ar_fc) && near(p->layer[0].allreduce, ar_conv),
           "n2: per-layer allreduce from the calibration's points");
     sc_plan_free(p);
-    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0, 0};
+    struct sc_plan_opts o = {2, 2, 1, 0, "n2", "end", 0, 0, 0, 1, 0};
     sc_plan_make(net, c, &o, &p);
     check(p && near(p->time, end) && !strcmp(p->grad_comm, "end"), "--grad-comm end: %.9g = %.9g", p ? p->time : -1,
           end);
+    double compute1 = p ? p->layer[1].compute : -1;
     sc_plan_free(p);
+    /* --accumulate 4: three micro-batches of compute alone (t_end each),
+     * then the last one's timeline as above: one reduction, one update */
+    for (int pol = 0; pol < 2; pol++) {
+        struct sc_plan_opts ok = {2, 2, 1, 0, "n2", pol ? "end" : "layer", 0, 0, 0, 4, 0};
+        double want = 3 * t_end + (pol ? end : layer);
+        p = NULL;
+        sc_plan_make(net, c, &ok, &p);
+        check(p && near(p->time, want) && near(p->total.allreduce, ar_fc + ar_conv) &&
+                  near(p->layer[1].compute, 4 * compute1),
+              "--accumulate 4, %s: time %.9g = 3 x %.9g + %.9g; one reduction, 4 x the compute", ok.grad_comm,
+              p ? p->time : -1, t_end, pol ? end : layer);
+        sc_plan_free(p);
+    }
     sc_calib_free(c);
     sc_net_destroy(net);
 }
@@ -1003,6 +1055,7 @@ int main(void)
     }
     test_compute();
     test_allreduce_timeline();
+    test_grad_dtype();
     test_fc_replicate();
     test_next_forward();
     test_shared_memory_policy();

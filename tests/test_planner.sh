@@ -37,6 +37,19 @@ else
   fail "starconv-plan: $(tail -1 "$WORK/plan")"
 fi
 
+# --accumulate 4: priced as an iteration of 4 batches, one reduction
+t1=$("$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$WORK/slow.txt" --json 2>&1 |
+  sed -n 's/.*"time": \([^,]*\),.*/\1/p')
+"$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$WORK/slow.txt" --accumulate 4 >"$WORK/plan4" 2>&1
+t4=$("$PLAN" --model "$WIDE" --ranks 2 --batch 8 --calibration "$WORK/slow.txt" --accumulate 4 --json 2>&1 |
+  sed -n 's/.*"accumulate": 4, "time": \([^,]*\),.*/\1/p')
+if tail -1 "$WORK/plan4" | grep -q -- ' --accumulate 4$' && [ -n "$t1" ] && [ -n "$t4" ] &&
+  awk -v a="$t1" -v b="$t4" 'BEGIN { exit !(b > a && b < 4 * a) }'; then
+  ok "--accumulate 4: $t4 s an iteration against $t1 at 1 (more, less than 4 times: one reduction)"
+else
+  fail "--accumulate 4: time $t4 against $t1, or no --accumulate 4 in: $(tail -1 "$WORK/plan4")"
+fi
+
 run 1 1 --model "$WIDE" $common --save "$WORK/ref.safetensors" >/dev/null 2>&1 || fail "reference run"
 if run 2 1 --model "$WIDE" $common --parallel auto --calibration "$WORK/slow.txt" --save "$WORK/auto.safetensors" \
   >"$WORK/log" 2>&1; then

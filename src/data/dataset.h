@@ -21,7 +21,7 @@ struct sc_dataset {
     int synthetic;   /* 0: the above; else 1 + enum sc_synth_kind: samples generated on
                       * the fly from (seed, index), images and labels NULL */
     uint64_t seed;
-    int nan_sample; /* synthetic: 1 + the index of a training sample made corrupt (a NaN) */
+    int nan_sample;            /* synthetic: 1 + the index of a training sample made corrupt (a NaN) */
     struct sc_data_file *file; /* a file read by tile as training goes (HDF5), images and labels
                                 * NULL; seed is then a fingerprint of its shapes and labels */
 };

@@ -1,4 +1,6 @@
-/* HDF5 data sets read by tile (hdf5.h, sc_dataset_hdf5 in dataset.h).
+/* HDF5 data sets read by tile (hdf5.h, sc_dataset_hdf5 in dataset.h):
+ * the module starconv-hdf5.so, the only code linked to HDF5, which
+ * libstarconv opens on first use (hdf5_module.h, hdf5_load.c).
  *
  * Opening reads the shapes and the labels (a class a sample: kept in
  * memory; per pixel: scanned for their range a block of samples at a
@@ -15,6 +17,10 @@
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
 #endif
+/* The module: its definitions take module-local names (hdf5_module.h). */
+#define SC_HDF5_IN_MODULE 1
+#include "src/data/hdf5_module.h"
+
 #include "src/data/hdf5.h"
 
 #include <errno.h>
@@ -130,55 +136,6 @@ static int parse_spec(const char *spec, struct spec *s)
         return sc_error(SC_ERR_ARG, "--data %s: split= and test=/test-images= name two test sets; give one", spec);
     return 0;
 }
-
-#ifndef SC_USE_HDF5
-
-SC_API int sc_dataset_hdf5(const char *spec, int test, struct sc_dataset *out)
-{
-    (void)test;
-    if (!spec || strncmp(spec, "hdf5:", 5))
-        return 1;
-    memset(out, 0, sizeof *out);
-    struct spec s;
-    int err = parse_spec(spec, &s);
-    if (err)
-        return err;
-    return sc_error(SC_ERR_ARG,
-                    "--data %s: this starconv was built without HDF5 (install the Debian package "
-                    "libhdf5-openmpi-dev, then ./configure && make)",
-                    spec);
-}
-
-void sc_data_file_read(void *source, const struct sc_load_read *req, const int32_t *idx, float *x, int32_t *labels)
-{
-    (void)source, (void)req, (void)idx, (void)x, (void)labels;
-    sc_fail_record("load_read", "built without HDF5");
-}
-
-void sc_data_file_label_shape(const struct sc_dataset *ds, int *lh, int *lw)
-{
-    (void)ds;
-    *lh = *lw = 0;
-}
-
-void sc_data_file_stats(const struct sc_dataset *ds, struct sc_data_file_stats *out)
-{
-    (void)ds;
-    memset(out, 0, sizeof *out);
-}
-
-const char *sc_data_file_name(const struct sc_dataset *ds)
-{
-    (void)ds;
-    return "";
-}
-
-void sc_data_file_close(struct sc_data_file *f)
-{
-    (void)f;
-}
-
-#else /* SC_USE_HDF5 */
 
 #include <hdf5.h>
 
@@ -487,7 +444,7 @@ static void free_file(struct sc_data_file *f)
     free(f);
 }
 
-SC_API int sc_dataset_hdf5(const char *spec, int test, struct sc_dataset *out)
+int sc_dataset_hdf5(const char *spec, int test, struct sc_dataset *out)
 {
     if (!spec || strncmp(spec, "hdf5:", 5))
         return 1;
@@ -693,4 +650,41 @@ void sc_data_file_close(struct sc_data_file *f)
     pthread_mutex_unlock(&h5_lock);
 }
 
-#endif /* SC_USE_HDF5 */
+/* ---- the module's side of hdf5_module.h ---- */
+
+static const struct sc_hdf5_host *host;
+
+int sc_error(int err, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    err = host->verror(err, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+void sc_fail_record(const char *op, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    host->vfail_record(op, fmt, ap);
+    va_end(ap);
+}
+
+__attribute__((visibility("default"))) int sc_hdf5_module_init(const struct sc_hdf5_host *h, struct sc_hdf5_api *api);
+__attribute__((visibility("default"))) int sc_hdf5_module_init(const struct sc_hdf5_host *h, struct sc_hdf5_api *api)
+{
+    if (!h || h->version != SC_HDF5_MODULE_VERSION)
+        return -1;
+    host = h;
+    *api = (struct sc_hdf5_api){
+        .open = sc_dataset_hdf5,
+        .read = sc_data_file_read,
+        .label_shape = sc_data_file_label_shape,
+        .stats = sc_hdf5_stats,
+        .name = sc_data_file_name,
+        .h5_error = sc_data_file_h5_error,
+        .close = sc_data_file_close,
+    };
+    return 0;
+}

@@ -114,7 +114,7 @@ int sc_trace_pack_comm(const struct sc_trace *t, struct sc_trace_comm **out, siz
     for (size_t i = 0; i < t->n; i++) {
         const struct sc_trace_event *e = &t->ev[i];
         if (e->lane == SC_TRACE_LANE_COMM)
-            c[n++] = (struct sc_trace_comm){e->name, e->rank, 0, e->iteration, e->start, e->end, 1};
+            c[n++] = (struct sc_trace_comm){e->name, e->rank, 0, e->iteration, e->start, e->end, 1, e->bytes};
     }
     qsort(c, n, sizeof *c, cmp_by_name);
     size_t m = 0;
@@ -126,6 +126,7 @@ int sc_trace_pack_comm(const struct sc_trace *t, struct sc_trace_comm **out, siz
             if (c[i].iteration < last->iteration)
                 last->iteration = c[i].iteration;
             last->transfers++;
+            last->bytes += c[i].bytes;
         } else {
             c[m++] = c[i];
         }
@@ -204,7 +205,7 @@ static void json_meta_sort(FILE *f, int *first, const char *what, int pid, int t
 }
 
 static void json_event(FILE *f, int *first, const char *name, int pid, int tid, double start, double end,
-                       int64_t iteration, int transfers)
+                       int64_t iteration, int transfers, double bytes)
 {
     json_sep(f, first);
     fputs("{\"name\":", f);
@@ -217,6 +218,8 @@ static void json_event(FILE *f, int *first, const char *name, int pid, int tid, 
             pid, tid, start, end - start, iteration);
     if (transfers > 0)
         fprintf(f, ",\"transfers\":%d", transfers);
+    if (bytes > 0)
+        fprintf(f, ",\"bytes\":%.0f", bytes);
     fputs("}}", f);
 }
 
@@ -258,11 +261,12 @@ static int json_body(FILE *f, const void *ctx)
     for (size_t i = 0; i < t->n; i++) {
         const struct sc_trace_event *e = &t->ev[i];
         if (e->lane != SC_TRACE_LANE_COMM)
-            json_event(f, &first, e->name, e->rank, e->lane, e->start, e->end, e->iteration, 0);
+            json_event(f, &first, e->name, e->rank, e->lane, e->start, e->end, e->iteration, 0, 0);
     }
     for (size_t i = 0; i < p->nc; i++) {
         const struct sc_trace_comm *c = &p->c[i];
-        json_event(f, &first, c->name, c->rank, COMM_TID + c->lane, c->start, c->end, c->iteration, c->transfers);
+        json_event(f, &first, c->name, c->rank, COMM_TID + c->lane, c->start, c->end, c->iteration, c->transfers,
+                   c->bytes);
     }
     fprintf(f,
             "\n],\n\"displayTimeUnit\":\"ms\",\n\"otherData\":{\"ranks\":%d,\"workers\":%d,"
@@ -275,6 +279,10 @@ static int json_body(FILE *f, const void *ctx)
     if (t->precision[0]) {
         fputs(",\"precision\":", f);
         json_str(f, t->precision);
+    }
+    if (t->grad_dtype[0]) {
+        fputs(",\"grad_dtype\":", f);
+        json_str(f, t->grad_dtype);
     }
     if (t->placement) {
         fputs(",\"placement\":[", f);
@@ -386,12 +394,17 @@ static int read_event(const char *path, size_t idx, const struct sc_json_value *
         return jerr(path, ev->pos, "traceEvents[%zu]: end time out of range", idx);
     if (jint(iter, -MAX_EXACT, MAX_EXACT, &it))
         return jerr(path, ev->pos, "traceEvents[%zu]: \"args\".\"iteration\" missing or not an integer", idx);
+    const struct sc_json_value *bytes = sc_json_get(args, "bytes");
+    int64_t nbytes = 0;
+    if (bytes && jint(bytes, 0, MAX_EXACT, &nbytes))
+        return jerr(path, bytes->pos, "traceEvents[%zu]: \"args\".\"bytes\" is not an integer >= 0", idx);
     strcpy(out->name, name->str);
     out->rank = (int)pid;
     out->lane = tid >= COMM_TID ? SC_TRACE_LANE_COMM : (int)tid;
     out->iteration = it;
     out->start = ts->num;
     out->end = ts->num + dur->num;
+    out->bytes = (double)nbytes;
     return 0;
 }
 
@@ -423,6 +436,11 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
     if (precision && (precision->type != SC_JSON_STR || strlen(precision->str) >= sizeof t->precision))
         return jerr(path, precision->pos, "otherData: \"precision\" is not a string of less than %zu bytes",
                     sizeof t->precision);
+    const struct sc_json_value *gd = sc_json_get(od, "grad_dtype");
+    if (gd && (gd->type != SC_JSON_STR || (strcmp(gd->str, "fp32") && strcmp(gd->str, "bf16"))))
+        return jerr(path, gd->pos, "otherData: \"grad_dtype\" is neither \"fp32\" nor \"bf16\"");
+    if (gd)
+        snprintf(t->grad_dtype, sizeof t->grad_dtype, "%s", gd->str);
     int64_t cuda_workers = 0;
     const struct sc_json_value *cw = sc_json_get(od, "cuda_workers");
     if (cw && jint(cw, 0, (double)v[1], &cuda_workers))

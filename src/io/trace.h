@@ -18,6 +18,7 @@ struct sc_trace_event {
     int lane;          /* CPU worker index on that rank (0..workers-1), or SC_TRACE_LANE_COMM */
     int64_t iteration; /* the training iteration the event belongs to */
     double start, end; /* microseconds from the trace origin, common to all ranks; end >= start */
+    double bytes;      /* a transfer: the bytes its rank sent (0: a receive, a task) */
 };
 
 #define SC_TRACE_PLACEMENT_LEN 512
@@ -35,6 +36,9 @@ struct sc_trace {
     char model[256];                         /* free text, e.g. the model path; may be empty */
     char precision[8];                       /* the convolutions' ("fp32", "bf16"); empty when
                                               * unknown (traces written before it existed) */
+    /* How the gradient reductions' partial sums travelled ("fp32", "bf16":
+     * --grad-dtype); "" where unknown (traces written before it existed). */
+    char grad_dtype[8];
     /* Where each rank's workers ran, e.g. "2 CPU workers on cores 0-1
      * (...)": ranks entries, or NULL (traces written before it existed). */
     char (*placement)[SC_TRACE_PLACEMENT_LEN];
@@ -46,9 +50,10 @@ struct sc_trace {
  * with the same name that overlap are merged into one event, and the merged
  * events are packed greedily into as few lanes ("comm", "comm 2", ...) as
  * keep them from overlapping.  cat = the phase (the part of the name after
- * its last '.').  otherData holds ranks, workers, iterations, global_batch,
- * model and, where known, precision and placement (an array of one string per rank, also
- * each rank's process_labels for trace viewers). */
+ * its last '.'); a transfer's args.bytes, the bytes its rank sent.
+ * otherData holds ranks, workers, iterations, global_batch, model and,
+ * where known, precision, grad_dtype and placement (an array of one string
+ * per rank, also each rank's process_labels for trace viewers). */
 int sc_trace_write_json(const struct sc_trace *t, const char *path);
 /* Read a file written by sc_trace_write_json (strict; errors name the path
  * and what is wrong).  tid >= 1000 reads back as SC_TRACE_LANE_COMM. */
@@ -73,6 +78,7 @@ struct sc_trace_comm {
     int64_t iteration; /* the smallest of the merged transfers */
     double start, end;
     int transfers; /* how many transfers were merged into this one */
+    double bytes;  /* the bytes they sent, together */
 };
 /* *out: the merged transfers (*nout), lanes[r]: the transfer lanes of rank
  * r; both malloc'ed, the caller frees them. */

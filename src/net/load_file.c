@@ -8,8 +8,8 @@
 #include "src/net/net_private.h"
 
 int sc_net_submit_file_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
-                            const struct sc_tensor *x, const struct sc_tensor *labels,
-                            const struct sc_task_opts *opts, const char *name)
+                            const struct sc_tensor *x, const struct sc_tensor *labels, const struct sc_task_opts *opts,
+                            const char *name)
 {
     struct sc_net_dist *D = net->dist;
     struct layer_data *first = &D->ld[0], *last = &D->ld[net->nlayers - 1];
@@ -30,18 +30,18 @@ int sc_net_submit_file_load(struct sc_net *net, const struct sc_dataset *ds, con
         starpu_data_handle_t hx = sc_tensor_handle(x, t), hl = sc_tensor_handle(labels, t);
         if (!D->spatial) { /* the same samples in both: one task */
             req.n = first->tiles.n[t];
-            if (req.n && (err = sc_insert_load_read(opts, sc_data_file_read, ds->file, &req,
-                                                    idx + first->tiles.s0[t], hx, hl, name)))
+            if (req.n && (err = sc_insert_load_read(opts, sc_data_file_read, ds->file, &req, idx + first->tiles.s0[t],
+                                                    hx, hl, name)))
                 return err;
             continue;
         }
         req.n = first->tiles.n[t];
-        if (req.n && (err = sc_insert_load_read(opts, sc_data_file_read, ds->file, &req, idx + first->tiles.s0[t],
-                                                hx, NULL, name)))
+        if (req.n && (err = sc_insert_load_read(opts, sc_data_file_read, ds->file, &req, idx + first->tiles.s0[t], hx,
+                                                NULL, name)))
             return err;
         req.n = last->tiles.n[t];
-        if (req.n && (err = sc_insert_load_read(opts, sc_data_file_read, ds->file, &req, idx + last->tiles.s0[t],
-                                                NULL, hl, name)))
+        if (req.n && (err = sc_insert_load_read(opts, sc_data_file_read, ds->file, &req, idx + last->tiles.s0[t], NULL,
+                                                hl, name)))
             return err;
     }
     return 0;

@@ -41,13 +41,21 @@ struct sc_comm_opts {
                                   * that a batch is skipped whole or not at all */
     int plain_layouts;           /* 1 (--layouts nchw): every activation NCHW, with oneDNN's
                                   * reorders around each convolution (blocked.c) */
+    int grad_bf16;               /* 1 (--grad-dtype bf16): the buckets' reductions send their partial
+                                  * sums as bf16 and add them in fp32 (sc_ring_opts.wire_bf16) */
     int input_slots;             /* --input-slots: input buffers in rotation, 1 or 2 (the next
                                   * batch loaded while one computes); 0: auto, two where the
                                   * second is a small share of the rank's memory */
+    int accumulate;              /* --accumulate K: micro-batches of the global batch per
+                                  * optimizer step, their gradients summed on each rank and
+                                  * reduced once, after the K-th (1: every batch a step;
+                                  * 0 in a hand-made struct means 1) */
     enum sc_precision precision; /* --precision: the convolutions' products on CPU workers
                                   * (kernels.h); the tensors, the exchanges and the update
                                   * stay fp32 either way */
 };
+/* --accumulate's largest K. */
+#define SC_ACCUMULATE_MAX 4096
 void sc_comm_opts_default(struct sc_comm_opts *o);
 /* Parse a --grad-comm value: layer, chunks:K, bucket:MB, end. */
 int sc_comm_opts_parse_grad(const char *s, struct sc_comm_opts *o);
@@ -107,6 +115,9 @@ void sc_net_memory(const struct sc_net *net, struct sc_mem_report *r);
 /* Bytes this rank has sent for the gradient reductions of its buckets
  * since setup (not counting replicated layers' gathers). */
 uint64_t sc_net_grad_bytes(const struct sc_net *net);
+/* Of those, the reductions' partial sums, which --grad-dtype bf16 sends
+ * as bf16 (the rest: the weights sent back after the updates). */
+uint64_t sc_net_grad_partial_bytes(const struct sc_net *net);
 
 /* The resolution of the loss's labels: 1 x 1 for a label per sample, the
  * loss's input for per-pixel labels. */
@@ -116,16 +127,20 @@ void sc_net_label_shape(const struct sc_net *net, int *oh, int *ow);
  * block box of each (codelets/codelets_synth.h). */
 struct sc_synth_args sc_dataset_synth_args(const struct sc_dataset *ds, struct sc_box box, int n);
 
-/* Submit one training iteration on global batch idx[0 .. global_batch) of ds:
- * load, forward, loss, backward, gradient reduction and SGD.  Non-blocking.
- * next (NULL: none): the batch of ds that the next call's idx will be,
- * loaded while this one computes; a next call with other samples loads
- * its own (the load ahead is lost, never wrong). */
+/* Submit one training iteration (one optimizer step) on idx[0 .. K x
+ * global_batch) of ds, K the setup's comm.accumulate: for each of the K
+ * micro-batches of global_batch samples in turn, load, forward, loss and
+ * backward, the parameter gradients summed on this rank; after the last
+ * one, the gradient reduction and SGD, as one step on the K x global_batch
+ * samples (the loss scaled by 1 / (K x global_batch)).  Non-blocking.
+ * next (NULL: none): the samples the next call's idx will start with,
+ * global_batch of them, loaded while this one computes; a next call with
+ * other samples loads its own (the load ahead is lost, never wrong). */
 int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
                        const struct sc_sgd_args *sgd);
 
-/* Sync point: the mean loss over the global batch of the last submitted
- * iteration (every rank gets it). */
+/* Sync point: the mean loss over the samples of the last submitted
+ * iteration, all K micro-batches of it (every rank gets it). */
 double sc_net_last_loss(struct sc_net *net);
 
 /* Sync point: accuracy (0..1) and mean loss over the whole of ds. */
@@ -134,9 +149,10 @@ int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *acc
 /* Sync point: wait until every submitted iteration is done. */
 void sc_net_wait(struct sc_net *net);
 
-/* Sync point, collective, for a diagnosis: compute the batch idx (forward,
- * loss, backward, no update) and name in where the first value that is not
- * finite, in the order of computation: "the output of layer 3 (conv2,
+/* Sync point, collective, for a diagnosis: compute the iteration idx (as
+ * sc_net_train_batch takes it: forward, loss, backward, no update), one
+ * micro-batch at a time until one has a value that is not finite, and name
+ * in where the first such value, in the order of computation: "the output of layer 3 (conv2,
  * [convolutional] at line 12)", "the loss", "the error (gradient) at the
  * output of layer ...", "the weight gradient of layer ...". */
 int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, char *where,

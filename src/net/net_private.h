@@ -150,8 +150,13 @@ struct sc_net_dist {
     int *tile_n; /* samples per tile for a full batch */
     struct net_input in;
     /* per tile: 2 floats (loss and correct predictions), of the last batch
-     * and summed over an evaluation */
-    struct sc_tensor stats, eval_acc;
+     * and summed over an evaluation; under comm.accumulate > 1, summed over
+     * the micro-batches of the last iteration (step_stats) */
+    struct sc_tensor stats, eval_acc, step_stats;
+    /* The micro-batch being submitted (0 .. nmicro - 1) of an iteration of
+     * nmicro (step.c): the first writes each layer's gradient, the others
+     * add to it, the last reduces it. */
+    int micro, nmicro;
     struct layer_data *ld;
     struct bucket *buckets;
     int nbuckets;
@@ -160,7 +165,7 @@ struct sc_net_dist {
     enum sc_where replicated_where; /* the workers of replicated layers' gradients */
     struct sc_task_opts critical;   /* forward, backward-data, exchanges: the critical path */
     double link_bytes_per_s;        /* measured for --comm-segment auto (0: not measured) */
-    char acc_name[24], summary[224];
+    char acc_name[24], step_stats_name[24], summary[224];
 };
 
 #define ALLOC_ARRAY(p, n)                                                                                              \
@@ -181,6 +186,12 @@ int sc_net_input_add_slots(struct sc_net *net);
 void sc_net_input_destroy(struct sc_net_dist *D);
 int sc_net_input_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx);
 int sc_net_input_load_ahead(struct sc_net *net, const struct sc_dataset *ds, const int32_t *next);
+
+/* step.c: one iteration of nmicro micro-batches (idx: nmicro x
+ * global_batch samples), as sc_net_train_batch; the diagnosis takes its
+ * micro-batches one at a time. */
+int sc_net_submit_step(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int nmicro,
+                       const int32_t *next, const struct sc_sgd_args *sgd);
 
 /* The current batch's input and labels tiles. */
 static inline const struct sc_tensor *input_x(const struct sc_net_dist *D)
@@ -250,7 +261,7 @@ int sc_net_x_block(const struct sc_net *net, int l);
  * (ds->file) into the input tiles x and the loss's labels (one input
  * slot's), with opts, named name in traces. */
 int sc_net_submit_file_load(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx,
-                            const struct sc_tensor *x, const struct sc_tensor *labels,
-                            const struct sc_task_opts *opts, const char *name);
+                            const struct sc_tensor *x, const struct sc_tensor *labels, const struct sc_task_opts *opts,
+                            const char *name);
 
 #endif

@@ -299,7 +299,8 @@ void sc_comm_opts_default(struct sc_comm_opts *o)
                                .fc_replicate = 0,
                                .priorities = 1,
                                .window = 2,
-                               .segment_kb = 0};
+                               .segment_kb = 0,
+                               .accumulate = 1};
 }
 
 int sc_comm_opts_parse_grad(const char *s, struct sc_comm_opts *o)

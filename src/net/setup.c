@@ -160,7 +160,8 @@ static int setup_tiles(struct sc_net *net, struct sc_layer *l, struct layer_data
         return 0;
     if ((err = sc_tensor_vectors(&d->params.tile_g, T, l->nparams, sizeof(float))))
         return err;
-    for (int t = 1; t < T; t++)
+    /* tile 0's own only where later micro-batches add theirs to g */
+    for (int t = net->dist->comm.accumulate > 1 ? 0 : 1; t < T; t++)
         if ((err = sc_tensor_alloc_tile(&d->params.tile_g, t)))
             return err;
     return 0;
@@ -190,7 +191,7 @@ static int setup_replicated(struct sc_net *net, struct sc_layer *l, struct layer
         if (i / T != D->rt->rank &&
             ((err = sc_tensor_alloc_tile(&r->xr, i)) || (err = sc_tensor_alloc_tile(&r->dyr, i))))
             return err;
-        if (i > 0 && (err = sc_tensor_alloc_tile(&r->pg, i)))
+        if ((i > 0 || D->comm.accumulate > 1) && (err = sc_tensor_alloc_tile(&r->pg, i)))
             return err;
     }
     d->replica.tag_x = sc_tags_reserve((int64_t)P * T);
@@ -279,8 +280,12 @@ static int setup_bucket(struct sc_net *net, struct bucket *b, uint64_t seed)
     for (int i = 0; i < b->nlayers; i++)
         sizes[i] = share_of(net, b->layer[i])->nparams;
     int nmembers = param_segment(net, b->layer[0], members);
-    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10, D->comm.window,
-                                nmembers < D->rt->size ? members : NULL, nmembers, D->comm.direct_kb};
+    struct sc_ring_opts ring = {(size_t)D->comm.segment_kb << 10,
+                                D->comm.window,
+                                nmembers < D->rt->size ? members : NULL,
+                                nmembers,
+                                D->comm.direct_kb,
+                                D->comm.grad_bf16};
     if ((err = sc_bucket_create(&b->vectors, b->nlayers, sizes, D->rt->comm, D->nccl, &ring, b->name)))
         return err;
     for (int i = 0; i < b->nlayers; i++) {
@@ -442,9 +447,9 @@ static void summarize(struct sc_net *net)
     if (D->link_bytes_per_s > 0)
         snprintf(link, sizeof link, " (auto: link %.2f GB/s)", D->link_bytes_per_s * 1e-9);
     snprintf(D->summary, sizeof(D->summary),
-             "grad-comm %s (%d collective%s per iteration), %d KiB segments%s, input in %d slot%s%s", policy,
-             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s",
-             nrep ? ", replicated gradients:" : "");
+             "grad-comm %s (%d collective%s per iteration%s), %d KiB segments%s, input in %d slot%s%s", policy,
+             D->nbuckets, D->nbuckets == 1 ? "" : "s", c->grad_bf16 ? ", gradients bf16 on the wire" : "",
+             c->segment_kb, link, D->in.nslots, D->in.nslots == 1 ? "" : "s", nrep ? ", replicated gradients:" : "");
     for (int l = 0; l < net->nlayers; l++)
         if (D->ld[l].replica.on) {
             size_t len = strlen(D->summary);
@@ -501,6 +506,14 @@ uint64_t sc_net_grad_bytes(const struct sc_net *net)
     return n;
 }
 
+uint64_t sc_net_grad_partial_bytes(const struct sc_net *net)
+{
+    uint64_t n = 0;
+    for (int i = 0; i < net->dist->nbuckets; i++)
+        n += sc_bucket_partial_bytes_sent(net->dist->buckets[i].vectors);
+    return n;
+}
+
 /* --comm-segment auto: segments sized to the link between the ranks, which
  * every rank measures alike (tasks.h, sc_link_segment_kb). */
 static int size_segments(struct sc_net_dist *D)
@@ -527,6 +540,25 @@ static int check_precision(struct sc_net_dist *D)
     return 0;
 }
 
+/* comm.accumulate: in range, and not with a gate over layers whose buffers
+ * the gate's verdict updates (batch normalization's running statistics):
+ * that update would need every micro-batch's statistics kept until the
+ * verdict, after the last. */
+static int check_accumulate(const struct sc_net *net, const struct sc_net_dist *D)
+{
+    int k = D->comm.accumulate;
+    if (k < 1 || k > SC_ACCUMULATE_MAX)
+        return sc_error(SC_ERR_ARG, "--accumulate %d: not an integer in [1, %d]", k, SC_ACCUMULATE_MAX);
+    for (int l = 0; l < net->nlayers && k > 1 && D->comm.gate_updates; l++)
+        if (net->layers[l].ops->update_buffers)
+            return sc_error(SC_ERR_ARG,
+                            "--accumulate %d with --nonfinite skip: layer %s ([%s] at line %d) keeps running "
+                            "statistics, which a skipped step would need from every micro-batch; use --nonfinite "
+                            "stop or --accumulate 1",
+                            k, net->layers[l].name, net->layers[l].ops->section, net->layers[l].line);
+    return 0;
+}
+
 int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, uint64_t seed,
                  const struct sc_comm_opts *comm)
 {
@@ -542,8 +574,13 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     else
         sc_comm_opts_default(&D->comm);
     D->global_batch = global_batch;
+    if (!D->comm.accumulate)
+        D->comm.accumulate = 1;
+    D->nmicro = 1;
     int err;
-    if ((err = check_precision(D)) || (err = size_segments(D)))
+    if ((err = check_precision(D)) || (err = check_accumulate(net, D)))
+        return err;
+    if ((err = size_segments(D)))
         return err;
     ALLOC_ARRAY(D->ld, net->nlayers);
     if (D->comm.parallel && strchr(D->comm.parallel, '=') && (err = sc_parallel_list_check(net, D->comm.parallel)))
@@ -565,7 +602,8 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     sc_net_label_shape(net, &oh, &ow);
     D->loss_pixels = oh * ow;
     if ((err = sc_net_input_setup(net)) || (err = sc_tensor_alloc_vectors(&D->stats, T, 2, sizeof(float))) ||
-        (err = sc_tensor_alloc_vectors(&D->eval_acc, T, 2, sizeof(float))))
+        (err = sc_tensor_alloc_vectors(&D->eval_acc, T, 2, sizeof(float))) ||
+        (D->comm.accumulate > 1 && (err = sc_tensor_alloc_vectors(&D->step_stats, T, 2, sizeof(float)))))
         return err;
     for (int l = 0; l < net->nlayers; l++)
         D->ld[l].replica.on = rep[l];
@@ -620,6 +658,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
     plan_update_groups(net);
     summarize(net);
     snprintf(D->acc_name, sizeof(D->acc_name), "eval.accumulate");
+    snprintf(D->step_stats_name, sizeof(D->step_stats_name), "loss.accumulate");
     return 0;
 }
 
@@ -672,6 +711,7 @@ void sc_net_destroy(struct sc_net *net)
         sc_net_input_destroy(D);
         sc_tensor_free(&D->stats);
         sc_tensor_free(&D->eval_acc);
+        sc_tensor_free(&D->step_stats);
         free(D->ld), free(D->buckets);
         free(D);
     }

@@ -33,22 +33,14 @@ static int tiles_nonfinite(const struct sc_tensor *t)
     return bad;
 }
 
-int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, char *where, size_t size)
+/* The first place in the order of computation of the last micro-batch
+ * computed with a value that is not finite, over all ranks: the input
+ * (-1), outputs in forward order (0..L-1), the loss (L), output errors in
+ * backward order, then weight gradients in backward order; 3 L + 1: none. */
+static int first_nonfinite(struct sc_net *net)
 {
     struct sc_net_dist *D = net->dist;
     int L = net->nlayers;
-    /* A frozen watch: the SGD tasks change nothing. */
-    struct sc_nonfinite frozen = {.first_iteration = 1, .freeze = 1};
-    struct sc_sgd_args none = {.watch = &frozen};
-    int64_t iteration = net->iteration;
-    int err = sc_net_train_batch(net, ds, idx, NULL, &none);
-    sc_net_wait(net);
-    net->iteration = iteration;
-    if (err)
-        return err;
-    /* The first place in the order of computation: the input (-1), outputs
-     * in forward order (0..L-1), the loss (L), output errors in backward order, then
-     * weight gradients in backward order. */
     int first = 3 * L + 1;
     if (tiles_nonfinite(input_x(D)))
         first = -1;
@@ -65,6 +57,27 @@ int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const
             first = 2 * L + 1 + (L - 1 - l);
     int all;
     MPI_Allreduce(&first, &all, 1, MPI_INT, MPI_MIN, D->rt->ctl);
+    return all;
+}
+
+int sc_net_find_nonfinite(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, char *where, size_t size)
+{
+    struct sc_net_dist *D = net->dist;
+    int L = net->nlayers, all = 3 * L + 1, err = 0;
+    /* A frozen watch: the SGD tasks change nothing. */
+    struct sc_nonfinite frozen = {.first_iteration = 1, .freeze = 1};
+    struct sc_sgd_args none = {.watch = &frozen};
+    int64_t iteration = net->iteration;
+    /* each micro-batch as an iteration of its own, until one shows it */
+    for (int m = 0; m < D->comm.accumulate && all > 3 * L && !err; m++) {
+        err = sc_net_submit_step(net, ds, idx + (size_t)m * D->global_batch, 1, NULL, &none);
+        sc_net_wait(net);
+        net->iteration = iteration;
+        if (!err)
+            all = first_nonfinite(net);
+    }
+    if (err)
+        return err;
     const struct sc_layer *layer = NULL;
     const char *what = "";
     if (all >= 0 && all < L)

@@ -69,12 +69,15 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .dy = sc_tensor_handle(d->chan.partial ? &d->chan.dpart : &d->tiles.dy, t),
         .scratch = sc_tensor_handle(&d->tiles.scratch, t),
         .params = d->params.hw,
-        .dparams = d->replica.on ? NULL
-                   : t           ? sc_tensor_handle(&d->params.tile_g, t)
-                                 : d->params.hg,
+        /* tile 0 of the iteration's first micro-batch writes the gradient
+         * itself; every other part is added to it */
+        .dparams = d->replica.on   ? NULL
+                   : t || D->micro ? sc_tensor_handle(&d->params.tile_g, t)
+                                   : d->params.hg,
         .labels = sc_tensor_handle(input_labels(D), t),
         .stats = sc_tensor_handle(&D->stats, t),
-        .loss_scale = 1.0f / (float)D->global_batch,
+        /* the mean over all the micro-batches of the iteration */
+        .loss_scale = 1.0f / (float)((int64_t)D->global_batch * D->comm.accumulate),
         .train = train,
         .task = &D->critical,
         .grad_task = &d->params.grad_task,
@@ -199,8 +202,16 @@ static int submit_forward(struct sc_net *net, const struct sc_dataset *ds, const
     return 0;
 }
 
+/* Whether the micro-batch being submitted is its iteration's last: the one
+ * whose gradients are reduced and applied. */
+static int last_micro(const struct sc_net_dist *D)
+{
+    return D->micro == D->nmicro - 1;
+}
+
 /* The whole gradient of a replicated layer from every rank's inputs and
- * errors, all local; then its update, unless a gate defers it. */
+ * errors, all local, added to the iteration's; then, after the last
+ * micro-batch, its update, unless a gate defers it. */
 static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd_args *sgd)
 {
     struct sc_net_dist *D = net->dist;
@@ -220,17 +231,19 @@ static int submit_replicated_grad(struct sc_net *net, int l, const struct sc_sgd
                 io.x = sc_tensor_handle(&d->replica.xr, q * T + t);
                 io.dy = sc_tensor_handle(&d->replica.dyr, q * T + t);
             }
-            io.dparams = q * T + t ? sc_tensor_handle(&d->replica.pg, q * T + t) : d->params.hg;
+            io.dparams = q * T + t || D->micro ? sc_tensor_handle(&d->replica.pg, q * T + t) : d->params.hg;
             /* on the workers that give every rank the same bits */
             io.task = io.grad_task = &d->params.replica_task;
             err = layer->ops->param_grad(layer, &io);
         }
     if (err)
         return err;
-    for (int i = 1; i < P * T; i++)
+    for (int i = D->micro ? 0 : 1; i < P * T; i++)
         if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->replica.pg, i),
                                         d->replica.acc_name)))
             return err;
+    if (!last_micro(D))
+        return 0;
     if (D->gate)
         return sc_gate_check_submit(D->gate, &d->params.grad_task, d->params.hg);
     return sc_insert_sgd(&d->params.grad_task, sgd, d->params.hw, sc_tensor_handle(&d->replica.own_v, 0), d->params.hg,
@@ -315,12 +328,29 @@ static int submit_partial_dy(struct sc_net *net, int l)
                            sc_tensor_handles(&d->chan.dpart), d->chan.gather_name);
 }
 
-int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
-                       const struct sc_sgd_args *sgd)
+/* The loss's statistics of this micro-batch, added to the iteration's
+ * (where it has several). */
+static int submit_step_stats(struct sc_net_dist *D)
+{
+    int err = 0;
+    for (int t = 0; t < D->ntiles && !err && sc_tensor_exists(&D->step_stats); t++) {
+        starpu_data_handle_t sum = sc_tensor_handle(&D->step_stats, t), part = sc_tensor_handle(&D->stats, t);
+        err = D->micro ? sc_insert_accumulate(&D->critical, sum, part, D->step_stats_name)
+                       : sc_insert_copy(&D->critical, 2, part, sum, D->step_stats_name);
+    }
+    return err;
+}
+
+/* Micro-batch D->micro of an iteration: the gate opened by the first, the
+ * parameter gradients added up, and after the last the buckets'
+ * collectives and updates. */
+static int submit_micro_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
+                              const struct sc_sgd_args *sgd)
 {
     struct sc_net_dist *D = net->dist;
     int err;
-    if ((D->gate && (err = sc_gate_open_submit(D->gate, &D->critical))) || (err = submit_forward(net, ds, idx, 1)))
+    if ((D->gate && !D->micro && (err = sc_gate_open_submit(D->gate, &D->critical))) ||
+        (err = submit_forward(net, ds, idx, 1)) || (err = submit_step_stats(D)))
         return err;
     /* Submitted before the backward pass, so that a worker with no task of
      * it ready loads the next batch meanwhile. */
@@ -369,25 +399,46 @@ int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const in
                 return err;
             continue;
         }
-        for (int t = 1; t < D->ntiles; t++)
+        for (int t = D->micro ? 0 : 1; t < D->ntiles; t++)
             if ((err = sc_insert_accumulate(&d->params.grad_task, d->params.hg, sc_tensor_handle(&d->params.tile_g, t),
                                             layer->name)))
                 return err;
-        /* A bucket's collective right after the gradient of its last layer,
-         * so that it overlaps the backward pass of the layers below. */
+        /* A bucket's collective right after the gradient of its last layer
+         * in the iteration's last micro-batch, so that it overlaps the
+         * backward pass of the layers below. */
         struct bucket *b = &D->buckets[d->params.bucket];
-        if (b->layer[b->nlayers - 1] != l)
+        if (b->layer[b->nlayers - 1] != l || !last_micro(D))
             continue;
         if ((err = submit_bucket_reduce(b, D->gate)) ||
             (!D->gate && (err = submit_bucket_update(net, d->params.bucket, sgd))))
             return err;
     }
-    if (D->gate && (err = submit_gated_updates(net, sgd)))
+    if (D->gate && last_micro(D) && (err = submit_gated_updates(net, sgd)))
         return err;
-    net->iteration++;
     /* Bounded lookahead: tasks are small, but an epoch of them is not. */
     sc_tasks_throttle(4096);
     return 0;
+}
+
+int sc_net_submit_step(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, int nmicro,
+                       const int32_t *next, const struct sc_sgd_args *sgd)
+{
+    struct sc_net_dist *D = net->dist;
+    int B = D->global_batch, err = 0;
+    D->nmicro = nmicro;
+    for (D->micro = 0; D->micro < nmicro && !err; D->micro++)
+        err = submit_micro_batch(net, ds, idx + (size_t)D->micro * B,
+                                 D->micro + 1 < nmicro ? idx + (size_t)(D->micro + 1) * B : next, sgd);
+    D->micro = 0;
+    if (!err)
+        net->iteration++;
+    return err;
+}
+
+int sc_net_train_batch(struct sc_net *net, const struct sc_dataset *ds, const int32_t *idx, const int32_t *next,
+                       const struct sc_sgd_args *sgd)
+{
+    return sc_net_submit_step(net, ds, idx, net->dist->comm.accumulate, next, sgd);
 }
 
 static void sum_stats(struct sc_net *net, const struct sc_tensor *stats, double out[2])
@@ -406,9 +457,10 @@ static void sum_stats(struct sc_net *net, const struct sc_tensor *stats, double 
 
 double sc_net_last_loss(struct sc_net *net)
 {
+    struct sc_net_dist *D = net->dist;
     double s[2];
-    sum_stats(net, &net->dist->stats, s);
-    return s[0] / net->dist->global_batch / net->dist->loss_pixels;
+    sum_stats(net, sc_tensor_exists(&D->step_stats) ? &D->step_stats : &D->stats, s);
+    return s[0] / ((double)D->global_batch * (sc_tensor_exists(&D->step_stats) ? D->nmicro : 1)) / D->loss_pixels;
 }
 
 int sc_net_evaluate(struct sc_net *net, const struct sc_dataset *ds, double *accuracy, double *loss)

@@ -148,7 +148,8 @@ static int time_allreduce(struct sc_runtime *rt, int g, size_t bytes, int segmen
     int members[g];
     for (int i = 0; i < g; i++)
         members[i] = rt->rank / g * g + i;
-    struct sc_ring_opts ro = {(size_t)co.segment_kb << 10, co.window, g < rt->size ? members : NULL, g, co.direct_kb};
+    struct sc_ring_opts ro = {
+        (size_t)co.segment_kb << 10, co.window, g < rt->size ? members : NULL, g, co.direct_kb, 0};
     starpu_data_handle_t h = NULL;
     float *mem = NULL; /* zeros, which their sums keep finite however many repetitions */
     struct sc_ring *ring = NULL;

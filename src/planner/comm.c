@@ -4,7 +4,19 @@
  * message behind busy workers. */
 #include <string.h>
 
+#include "base/ring_segment.h"
 #include "src/planner/plan_private.h"
+
+double plan_grad_allreduce(const struct model *m, int group, double bytes)
+{
+    if (!m->grad_bf16 || bytes <= (double)SC_RING_DIRECT_KB_DEFAULT * 1024)
+        return sc_calib_allreduce(m->c, group, bytes);
+    /* The ring's two phases move as many bytes each (the calibration
+     * times both in fp32): the reduce-scatter's at 2 bytes an element, the
+     * allgather's at 4. */
+    double rs = sc_calib_allreduce(m->c, group, bytes / 2), ag = sc_calib_allreduce(m->c, group, bytes);
+    return rs < 0 || ag < 0 ? -1 : 0.5 * (rs + ag);
+}
 
 double plan_p2p(const struct model *m, int msgs, double bytes)
 {

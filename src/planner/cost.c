@@ -450,7 +450,7 @@ int plan_candidate(struct model *m, const struct sc_layer *l, const struct sc_gr
     c->group = sc_rule_grad_group(g);
     c->ar_bytes = 4 * np;
     if (np > 0 && c->group > 1) {
-        c->ar_time = sc_calib_allreduce(m->c, c->group, c->ar_bytes);
+        c->ar_time = plan_grad_allreduce(m, c->group, c->ar_bytes);
         if (c->ar_time < 0)
             return sc_error(SC_ERR_PARSE, "the calibration has no allreduce over %d ranks (%s)", c->group,
                             "calibrate with as many ranks as you plan for");

@@ -173,6 +173,7 @@ static int build_edges(const struct model *m, struct graph *G)
 
 int plan_graph_build(struct model *m, const struct sc_plan_opts *o, struct graph *G)
 {
+    G->K = m->K;
     int err = build_nodes(m, o, G);
     return err ? err : build_edges(m, G);
 }

@@ -1,6 +1,7 @@
 /* The plan as --parallel takes it, as a table and as JSON (plan.h). */
 #include <stdio.h>
 
+#include "base/ring_segment.h"
 #include "src/planner/plan.h"
 
 void sc_plan_parallel_spec(const struct sc_net *net, const struct sc_plan *p, char *buf, size_t len)
@@ -29,6 +30,11 @@ void sc_plan_print(FILE *fp, const struct sc_net *net, const struct sc_plan *p)
             1e3 * t->halo, 1e3 * t->channels, 1e3 * t->redistribute, 1e3 * t->allreduce, 1e3 * t->update,
             t->memory / 1e6);
     fprintf(fp, "gradient communication: --grad-comm %s (allreduce is before hiding behind backward)\n", p->grad_comm);
+    if (p->grad_bf16)
+        fprintf(fp,
+                "--grad-dtype bf16: the allreduce's reduce-scatter at 2 bytes an element, its allgather of "
+                "weights at 4 (vectors of at most %d KiB: 4 and 4)\n",
+                SC_RING_DIRECT_KB_DEFAULT);
     if (p->fc_replicate)
         fprintf(fp,
                 "--fc-replicate %d: those [connected] layers' allreduce column is their inputs' and errors' "
@@ -41,10 +47,13 @@ void sc_plan_print_json(FILE *fp, const struct sc_net *net, const struct sc_plan
 {
     char spec[4096];
     sc_plan_parallel_spec(net, p, spec, sizeof spec);
-    fprintf(fp,
-            "{\"ranks\": %d, \"batch\": %d, \"time\": %.9g, \"grad_comm\": \"%s\", \"fc_replicate\": %d, "
-            "\"parallel\": \"%s\",\n",
-            o->ranks, o->batch, p->time, p->grad_comm, p->fc_replicate, spec);
+    fprintf(fp, "{\"ranks\": %d, \"batch\": %d, ", o->ranks, o->batch);
+    if (o->accumulate > 1) /* an iteration of K batches */
+        fprintf(fp, "\"accumulate\": %d, ", o->accumulate);
+    fprintf(
+        fp,
+        "\"time\": %.9g, \"grad_comm\": \"%s\", \"grad_dtype\": \"%s\", \"fc_replicate\": %d, \"parallel\": \"%s\",\n",
+        p->time, p->grad_comm, p->grad_bf16 ? "bf16" : "fp32", p->fc_replicate, spec);
     const struct sc_plan_cost *t = &p->total;
     fprintf(fp,
             " \"total\": {\"compute\": %.9g, \"halo\": %.9g, \"channels\": %.9g, \"redistribute\": %.9g, "

@@ -58,6 +58,8 @@ static int check_options(const struct sc_plan_opts *o, const struct sc_calib *c,
         return sc_error(SC_ERR_ARG, "batch %d: must be at least 1", o->batch);
     if (o->segment_kb < 0)
         return sc_error(SC_ERR_ARG, "segment %d KiB: must be positive (0: auto)", o->segment_kb);
+    if (o->accumulate < 0 || o->accumulate > SC_ACCUMULATE_MAX)
+        return sc_error(SC_ERR_ARG, "--accumulate %d: not an integer in [1, %d]", o->accumulate, SC_ACCUMULATE_MAX);
     int policy, err;
     double mb;
     if ((err = parse_policy(o, &policy, &mb)))
@@ -92,7 +94,9 @@ static struct model make_model(const struct sc_net *net, const struct sc_calib *
                       .oversub = 1,
                       .replicate = o->ranks > 1 && o->fc_replicate > 0 ? o->fc_replicate : 0,
                       .rpn = c->ranks_per_node,
-                      .segment_bytes = segment_bytes(o, c)};
+                      .segment_bytes = segment_bytes(o, c),
+                      .K = o->accumulate > 1 ? o->accumulate : 1,
+                      .grad_bf16 = o->grad_bf16};
     parse_policy(o, &m.policy, &m.bucket_mb); /* checked by check_options */
     if (m.W < 1)
         m.W = 1;
@@ -131,7 +135,13 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
         double bytes, ar = rep[v] && c->group > 1
                                ? plan_gather_time(m, &net->layers[G->node[v].layer], c->group, &bytes)
                                : c->ar_time;
-        *pc = (struct sc_plan_cost){c->compute, c->halo, c->channels, efwd[v] + ebwd[v], ar, c->update, c->memory};
+        /* per iteration: the micro-batches' compute and messages K times,
+         * the reduction and the update once (a replicated layer's
+         * allgathers, of every micro-batch's inputs and errors, K times) */
+        double K = m->K;
+        *pc = (struct sc_plan_cost){
+            K * c->compute, K * c->halo, K * c->channels, K * (efwd[v] + ebwd[v]), rep[v] && c->group > 1 ? K * ar : ar,
+            c->update,      c->memory};
         p->total.compute += pc->compute;
         p->total.halo += pc->halo;
         p->total.channels += pc->channels;
@@ -143,6 +153,7 @@ static int fill_plan(const struct model *m, const struct graph *G, const int *ch
     int pol;
     p->time = plan_predict(m, G, choice, &pol);
     plan_policy_name(m, pol, p->grad_comm, sizeof p->grad_comm);
+    p->grad_bf16 = m->grad_bf16;
     p->chain_time = chain_time;
     return 0;
 }

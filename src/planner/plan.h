@@ -52,6 +52,10 @@ struct sc_plan_opts {
     int segment_kb;        /* as --comm-segment KB: the ring's segments in training;
                             * 0: auto, what the runtime's rule gives the
                             * calibration's link (base/ring_segment.h) */
+    int accumulate;        /* as --accumulate K: K micro-batches of batch per
+                            * iteration, their gradients reduced once (0: 1) */
+    int grad_bf16;         /* as --grad-dtype bf16: the gradient allreduce's reduce-scatter
+                            * sends 2 bytes an element, its allgather 4 (plan_grad_allreduce) */
 };
 
 /* The margin starconv-plan and starconv-train give a mixed plan.  Its
@@ -78,6 +82,7 @@ struct sc_plan {
                          * the elimination's (a cross-check); < 0 otherwise */
     long candidates;    /* candidates considered, over all layers */
     int fc_replicate;   /* [connected] layers priced as --fc-replicate replicates them */
+    int grad_bf16;      /* priced as --grad-dtype bf16 sends the gradients (sc_plan_opts) */
 };
 
 /* Plan (or, with o->grid, predict) net on o->ranks ranks.  SC_ERR_ARG for

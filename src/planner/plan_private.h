@@ -62,6 +62,9 @@ struct model {
     int policy;           /* the --grad-comm priced (enum policy); -1: the best of them */
     double bucket_mb;     /* of bucket:MB */
     double segment_bytes; /* of the ring's segments, as the runtime sizes them */
+    int K;                /* --accumulate: micro-batches of B per iteration, the
+                           * gradients reduced once, after the last */
+    int grad_bf16;        /* --grad-dtype bf16 (sc_plan_opts) */
 };
 
 static inline int ext(const struct sc_grid *g, enum sc_dim d)
@@ -83,6 +86,11 @@ struct exch {
     double bytes;   /* the busiest rank's */
 };
 
+/* A gradient allreduce of bytes (as fp32) over group, from the
+ * calibration's ring; under --grad-dtype bf16 its reduce-scatter at half
+ * the bytes, except a vector the direct path takes (fp32 whole). -1 where
+ * the calibration has no allreduce over group. */
+double plan_grad_allreduce(const struct model *m, int group, double bytes);
 double plan_p2p(const struct model *m, int msgs, double bytes);
 double plan_p2p_levels(const struct model *m, int in_msgs, double in_bytes, int out_msgs, double out_bytes);
 int plan_same_node(const struct model *m, int r, int q);
@@ -120,6 +128,8 @@ struct graph {
     int *node_of; /* layer -> node, -1 for aliases */
     struct edge *edge;
     int nedges;
+    int K; /* the model's micro-batches per iteration: the compute and the
+            * redistributions count K times, the reductions once */
 };
 
 /* Every layer's candidates (o->grid's, or every valid grid) and every

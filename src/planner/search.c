@@ -35,12 +35,23 @@ static int solve(const struct graph *G, double lambda, int *choice, double *chai
         for (int k = 0; k < nd->ncand; k++) {
             const struct cand *c = &nd->cand[k];
             double exposed = c->ar_time - nd->hide;
-            cost[k] = c->fwd + c->bwd + c->update + (exposed > 0 ? exposed : 0) + lambda * c->memory;
+            cost[k] = (G->K > 1 ? G->K : 1) * (c->fwd + c->bwd) + c->update + (exposed > 0 ? exposed : 0) +
+                      lambda * c->memory;
         }
         err = sc_spgraph_set_node(sg, v, nd->ncand, cost);
     }
-    for (int e = 0; e < G->nedges && !err; e++)
-        err = sc_spgraph_add_edge(sg, G->edge[e].u, G->edge[e].v, G->edge[e].cost);
+    for (int e = 0; e < G->nedges && !err; e++) { /* redistributions: every micro-batch's */
+        const struct edge *ed = &G->edge[e];
+        size_t n = (size_t)G->node[ed->u].ncand * G->node[ed->v].ncand;
+        double *scaled = G->K > 1 ? malloc(n * sizeof *scaled) : NULL;
+        if (G->K > 1 && !scaled)
+            err = sc_error(SC_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; scaled && i < n; i++)
+            scaled[i] = G->K * ed->cost[i];
+        if (!err)
+            err = sc_spgraph_add_edge(sg, ed->u, ed->v, scaled ? scaled : ed->cost);
+        free(scaled);
+    }
     double best;
     if (!err)
         err = sc_sp_solve(sg, &best, choice);

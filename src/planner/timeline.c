@@ -166,6 +166,22 @@ static double timeline(const struct model *m, const struct graph *G, const int *
         chain += c->fwd + efwd[v] + c->bwd + ebwd[v];
         rounds += c->rounds;
     }
+    /* --accumulate K: the K - 1 micro-batches before the last, each the
+     * chain with no reduction (a replicated layer's allgathers and whole
+     * gradient in each, exposed), before the last one's timeline below */
+    double early = 0;
+    int rep_early[G->n];
+    plan_replicated(m, G, rep_early);
+    for (int v = 0; v < G->n && m->K > 1; v++) {
+        const struct cand *c = &G->node[v].cand[choice[v]];
+        double bytes;
+        early += c->fwd + efwd[v] + c->bwd + ebwd[v];
+        if (rep_early[v] && c->ar_bytes > 0 && c->group > 1)
+            early +=
+                plan_gather_time(m, &m->net->layers[G->node[v].layer], c->group, &bytes) + (c->group - 1) * c->filter;
+    }
+    early *= m->K - 1;
+    rounds *= m->K;
     /* The flows on the wire (2 per node at most, and the last bucket),
      * and which flow carries each node's gradient (-1: none). */
     double arr[2 * G->n + 1], work[2 * G->n + 1], done[2 * G->n + 1];
@@ -179,7 +195,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
  * one flow on the wire for every layer in the bucket. */
 #define ISSUE_BUCKET(during, task)                                                                                     \
     do {                                                                                                               \
-        double a_ = sc_calib_allreduce(m->c, group, pending);                                                          \
+        double a_ = plan_grad_allreduce(m, group, pending);                                                            \
         int f_ = FLOW(t, a_);                                                                                          \
         for (int i = 0; i < nbucket; i++)                                                                              \
             flow_of[bucket[i]] = f_;                                                                                   \
@@ -251,7 +267,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
     for (int v = 0; v < G->n; v++)
         if (flow_of[v] >= 0 && done[flow_of[v]] - fstart[v] > first)
             first = done[flow_of[v]] - fstart[v];
-    double time = first + upd;
+    double time = early + first + upd;
     if (wire > time)
         time = wire;
     /* Steady state on one wire (m->one_link) with the gradients' collectives
@@ -273,7 +289,7 @@ static double timeline(const struct model *m, const struct graph *G, const int *
      * planner-model.md, "What the rules rest on", has what it was fitted
      * to). */
     if (m->one_link && pol != POL_END && wire > 0 && rounds > 0) {
-        double wait = (m->P - 1) * m->segment_bytes * m->c->p2p_beta / m->P, c = chain + upd;
+        double wait = (m->P - 1) * m->segment_bytes * m->c->p2p_beta / m->P, c = early + chain + upd;
         double steady = 0.5 * (c + sqrt(c * c + 2 * rounds * wait * wire));
         if (steady > time)
             time = steady;

@@ -1,6 +1,7 @@
 /* The programs' command line (cli.h). */
 #include "src/programs/cli.h"
 #include "base/error.h"
+#include "src/net/net.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -100,6 +101,19 @@ int sc_cli_segment(const char *opt, const char *s, int *kb)
         return sc_error(SC_ERR_ARG, "--%s: '%s' is neither auto nor an integer in [4, %d]", opt, s, 1 << 20);
     *kb = (int)v;
     return 0;
+}
+
+int sc_cli_grad_dtype(const char *opt, const char *s, int *bf16)
+{
+    if (strcmp(s, "fp32") && strcmp(s, "bf16"))
+        return sc_error(SC_ERR_ARG, "--%s: '%s' is neither fp32 nor bf16", opt, s);
+    *bf16 = !strcmp(s, "bf16");
+    return 0;
+}
+
+int sc_cli_accumulate(const char *opt, const char *s, int *k)
+{
+    return sc_cli_int(opt, s, 1, SC_ACCUMULATE_MAX, k);
 }
 
 int sc_cli_parse(int argc, char **argv, const struct option *longopts, sc_cli_handler handle, void *ctx)

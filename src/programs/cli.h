@@ -31,6 +31,13 @@ int sc_cli_range(const char *opt, const char *s, long *first, long *last);
  * KiB in [4, 2^20]. */
 int sc_cli_segment(const char *opt, const char *s, int *kb);
 
+/* --grad-dtype: "fp32" (0) or "bf16" (1): how the gradient reductions'
+ * partial sums travel (tasks.h, sc_ring_opts.wire_bf16). */
+int sc_cli_grad_dtype(const char *opt, const char *s, int *bf16);
+/* --accumulate: micro-batches per iteration, an integer in [1,
+ * SC_ACCUMULATE_MAX] (src/net/net.h). */
+int sc_cli_accumulate(const char *opt, const char *s, int *k);
+
 /* One option: c is its getopt value, name its long name (without "--"),
  * arg its value (NULL when it takes none).  Returns 0 to go on, a negative
  * SC_ERR_* to stop with that error, or a positive code to stop at once

@@ -37,6 +37,10 @@ static const char usage[] =
     "  --model FILE         the network (.cfg)\n"
     "  --ranks P            MPI ranks to plan for (calibrate: default the MPI size)\n"
     "  --batch B            global batch (default 64)\n"
+    "  --accumulate K       price starconv-train --accumulate K: an iteration of K batches\n"
+    "                       of B, the gradients reduced once, after the K-th: K times the\n"
+    "                       compute and messages of a batch, one reduction and update\n"
+    "                       (default 1)\n"
     "  --workers W          CPU workers per rank (default: the calibration's; calibrate:\n"
     "                       STARPU_NCPU, else 1)\n"
     "  --calibration FILE   the calibration to read or extend (default " DEFAULT_CALIBRATION ",\n"
@@ -49,6 +53,9 @@ static const char usage[] =
     "                       --comm-segment (default auto: what training's rule gives the\n"
     "                       calibration's link); they size the wait of messages queued\n"
     "                       behind the collectives on one wire\n"
+    "  --grad-dtype fp32|bf16  price the gradient allreduce as starconv-train --grad-dtype\n"
+    "                       sends it (default fp32; bf16: its reduce-scatter at 2 bytes an\n"
+    "                       element, the weights back at 4)\n"
     "  --fc-replicate F     price the first F [connected] layers as starconv-train\n"
     "                       --fc-replicate F runs them (inputs and errors gathered, the\n"
     "                       weight gradient on every rank); sample parallelism only, so\n"
@@ -85,7 +92,7 @@ struct opts {
     const char *model, *calibration, *grid, *grad_comm, *machine, *data;
     enum sc_calibrate_device device;
     int calibrate, device_set, ranks, batch, workers, json, reps, max_ranks, fc_replicate, segment_kb, segment_set;
-    int quick, reps_set;
+    int quick, reps_set, accumulate, grad_bf16;
     double mem_limit;
 };
 
@@ -98,6 +105,7 @@ static const struct option plan_options[] = {
     {"model", required_argument, 0, 'm'},
     {"ranks", required_argument, 0, 'P'},
     {"batch", required_argument, 0, 'b'},
+    {"accumulate", required_argument, 0, 'A'},
     {"workers", required_argument, 0, 'W'},
     {"calibration", required_argument, 0, 'c'},
     {"mem-limit", required_argument, 0, 'M'},
@@ -105,6 +113,7 @@ static const struct option plan_options[] = {
     {"grad-comm", required_argument, 0, 'g'},
     {"fc-replicate", required_argument, 0, 'F'},
     {"comm-segment", required_argument, 0, 'S'},
+    {"grad-dtype", required_argument, 0, 'T'},
     {"json", no_argument, 0, 'j'},
     {"reps", required_argument, 0, 'r'},
     {"quick", no_argument, 0, 'Q'},
@@ -130,6 +139,9 @@ static int plan_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 'b':
         err = sc_cli_int(name, arg, 1, 1 << 20, &o->batch);
+        break;
+    case 'A':
+        err = sc_cli_accumulate(name, arg, &o->accumulate);
         break;
     case 'W':
         err = sc_cli_int(name, arg, 1, 1024, &o->workers);
@@ -173,6 +185,9 @@ static int plan_option(int c, const char *name, const char *arg, void *ctx)
         err = sc_cli_segment(name, arg, &o->segment_kb);
         o->segment_set = 1;
         break;
+    case 'T':
+        err = sc_cli_grad_dtype(name, arg, &o->grad_bf16);
+        break;
     case 'j':
         o->json = 1;
         break;
@@ -215,6 +230,12 @@ static int parse_args(int argc, char **argv, struct opts *o)
     if (!err && o->segment_set && (o->calibrate || o->machine))
         err = sc_error(SC_ERR_ARG, "--comm-segment is an option of a plan on this machine (not of calibrate, which "
                                    "times the ring as training sizes it, or --machine)");
+    if (!err && o->grad_bf16 && (o->calibrate || o->machine))
+        err = sc_error(SC_ERR_ARG, "--grad-dtype bf16 is an option of a plan on this machine (not of calibrate, "
+                                   "which times the ring in fp32, or --machine)");
+    if (!err && o->accumulate > 1 && (o->calibrate || o->machine))
+        err = sc_error(SC_ERR_ARG, "--accumulate is an option of a plan on this machine (not of calibrate, whose "
+                                   "kernels are those of one batch, or --machine)");
     if (!err && o->quick && !o->calibrate)
         err = sc_error(SC_ERR_ARG, "--quick is an option of calibrate");
     if (!err && o->quick && !o->reps_set)
@@ -228,8 +249,9 @@ static int plan(const struct opts *o, const struct sc_net *net)
 {
     struct sc_calib *c = NULL;
     struct sc_plan *p = NULL;
-    struct sc_plan_opts po = {o->ranks,     o->batch,           o->workers,      o->mem_limit, o->grid,
-                              o->grad_comm, SC_PLAN_MIX_MARGIN, o->fc_replicate, o->segment_kb};
+    struct sc_plan_opts po = {o->ranks,      o->batch,      o->workers,         o->mem_limit,
+                              o->grid,       o->grad_comm,  SC_PLAN_MIX_MARGIN, o->fc_replicate,
+                              o->segment_kb, o->accumulate, o->grad_bf16};
     int err = sc_calib_load(o->calibration, &c);
     if (err == SC_ERR_IO && access(o->calibration, F_OK))
         err = sc_error(err,
@@ -253,14 +275,21 @@ static int plan(const struct opts *o, const struct sc_net *net)
         } else {
             char spec[4096];
             sc_plan_parallel_spec(net, p, spec, sizeof spec);
-            printf("%s on %d ranks x %d workers, batch %d (calibration %s: %s)\n", o->model, o->ranks,
-                   o->workers ? o->workers : c->workers, o->batch, o->calibration, c->machine);
+            char micro[48] = "";
+            if (o->accumulate > 1)
+                snprintf(micro, sizeof micro, " x %d micro-batches an iteration", o->accumulate);
+            printf("%s on %d ranks x %d workers, batch %d%s (calibration %s: %s)\n", o->model, o->ranks,
+                   o->workers ? o->workers : c->workers, o->batch, micro, o->calibration, c->machine);
             sc_plan_print(stdout, net, p);
             printf("starconv-train --parallel %s --grad-comm %s", spec, p->grad_comm);
             if (p->fc_replicate)
                 printf(" --fc-replicate %d", p->fc_replicate);
             if (o->segment_kb)
                 printf(" --comm-segment %d", o->segment_kb);
+            if (o->accumulate > 1)
+                printf(" --accumulate %d", o->accumulate);
+            if (o->grad_bf16)
+                printf(" --grad-dtype bf16");
             printf("\n");
         }
     }
@@ -359,7 +388,7 @@ static int calibrate_cuda(struct opts *o, const struct sc_net *net)
         err = sc_error(SC_ERR_ARG, "%s holds kernel times of '%s', not of '%s': calibrate into another file",
                        o->calibration, was, c->machine);
     if (!err) {
-        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0};
+        struct sc_plan_opts po = {o->ranks, o->batch, 1, 0, NULL, NULL, 0, 0, 0, 1, 0};
         c->workers = 1;
         double t0 = now_s();
         err = sc_calibrate_compute(c, net, &po, o->reps, SC_CALIBRATE_CUDA, stderr);
@@ -397,7 +426,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
         err = open_data(o->data, &ds);
     err = agree(err);
     if (!err && rank == 0) {
-        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0};
+        struct sc_plan_opts po = {o->ranks, o->batch, o->workers, 0, NULL, NULL, 0, 0, 0, 1, 0};
         c->workers = o->workers;
         double t0 = MPI_Wtime();
         err = sc_calibrate_machine(c);
@@ -432,7 +461,7 @@ static int calibrate(struct opts *o, const struct sc_net *net, int *argc, char *
 
 int main(int argc, char **argv)
 {
-    struct opts o = {.batch = 64, .reps = 7, .max_ranks = 1024, .fc_replicate = -1};
+    struct opts o = {.batch = 64, .reps = 7, .max_ranks = 1024, .fc_replicate = -1, .accumulate = 1};
     int err = parse_args(argc, argv, &o);
     if (err > 0) {
         if (sc_cli_rank0())

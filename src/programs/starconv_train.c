@@ -37,6 +37,13 @@ static const char usage[] =
     "  --epochs N           passes over the training set; default 1\n"
     "  --iters N            stop after N iterations in all (0: initialize, save, stop)\n"
     "  --batch N            global batch, split evenly over the ranks; default 64\n"
+    "  --accumulate K       gradient accumulation: an iteration is K batches of --batch\n"
+    "                       (K x N samples, consecutive in the data order), their gradients\n"
+    "                       summed on each rank and reduced once, after the K-th; the loss,\n"
+    "                       the update and --nonfinite those of one batch of K x N (batch\n"
+    "                       normalization's statistics stay per batch of N); --iters,\n"
+    "                       --save-every, --log-every, --metrics, --lr-schedule and\n"
+    "                       --trace-iters count these iterations; K in [1, 4096], default 1\n"
     "  --lr X               learning rate; default 0.05\n"
     "  --momentum X         SGD momentum; default 0.9\n"
     "  --weight-decay X     L2 weight decay (as torch.optim.SGD); default 0\n"
@@ -58,7 +65,7 @@ static const char usage[] =
     "                       of ranks), with the data order of a fresh run\n"
     "  --resume FILE        go on from a checkpoint: weights, momentum, iteration and data order;\n"
     "                       --epochs and --iters count the checkpoint's iterations; give the\n"
-    "                       same --batch, --seed, --shuffle and --data (the ranks may differ)\n"
+    "                       same --batch, --accumulate, --seed, --shuffle and --data (any ranks)\n"
     "  --checkpoint-signal  SIGTERM or SIGUSR1 (to mpirun, which forwards SIGUSR1, or to any\n"
     "                       rank) ends the current iteration on every rank, writes the --save\n"
     "                       checkpoint and stops with exit status 75; a second signal stops\n"
@@ -124,6 +131,12 @@ static const char usage[] =
     "                       tasks (default), or one NCCL allreduce per bucket in a CUDA task\n"
     "                       (needs a CUDA build with NCCL, a GPU per rank and sample\n"
     "                       parallelism only, even on one rank)\n"
+    "  --grad-dtype fp32|bf16  how the gradient reductions' partial sums travel: fp32\n"
+    "                       (default), or bf16 (rounded to nearest even when sent, added in\n"
+    "                       fp32 when received: half the bytes of the reduce-scatter).\n"
+    "                       Sums, weights, momentum and the update stay fp32, and so do the\n"
+    "                       weights sent back to the ranks and the gradients of at most\n"
+    "                       --comm-direct KiB; not with --collectives nccl\n"
     "\n"
     "How layers are split (Dryden et al.):\n"
     "  --parallel GRID      the rank grid of every layer without a parallel= key in the cfg:\n"
@@ -185,6 +198,7 @@ static const struct option train_options[] = {
     {"epochs", required_argument, 0, 'e'},
     {"iters", required_argument, 0, 'i'},
     {"batch", required_argument, 0, 'b'},
+    {"accumulate", required_argument, 0, 1050},
     {"lr", required_argument, 0, 'l'},
     {"momentum", required_argument, 0, 'M'},
     {"weight-decay", required_argument, 0, 'w'},
@@ -223,6 +237,7 @@ static const struct option train_options[] = {
     {"comm-window", required_argument, 0, 'K'},
     {"comm-segment", required_argument, 0, 'J'},
     {"comm-direct", required_argument, 0, 1002},
+    {"grad-dtype", required_argument, 0, 1042},
     {"calibration", required_argument, 0, 1003},
     {"input-slots", required_argument, 0, 1030},
     {"help", no_argument, 0, 'h'},
@@ -329,6 +344,9 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
     case 1002:
         err = sc_cli_long(name, arg, 0, 1 << 20, &v), o->comm.direct_kb = v ? (int)v : -1;
         break;
+    case 1042:
+        err = sc_cli_grad_dtype(name, arg, &o->comm.grad_bf16);
+        break;
     case 1030:
         if (!strcmp(arg, "auto"))
             o->comm.input_slots = 0;
@@ -368,6 +386,9 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
         break;
     case 'b':
         err = sc_cli_long(name, arg, 1, 1 << 20, &v), o->batch = (int)v;
+        break;
+    case 1050:
+        err = sc_cli_accumulate(name, arg, &o->comm.accumulate);
         break;
     case 's':
         err = sc_cli_long(name, arg, 0, LONG_MAX, &v), o->seed = (uint64_t)v;
@@ -414,6 +435,9 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
         err = sc_error(SC_ERR_ARG, "--save-every needs --save FILE (where to write the checkpoints)");
     if (!err && o->checkpoint_signal && !o->save)
         err = sc_error(SC_ERR_ARG, "--checkpoint-signal needs --save FILE (where to write the checkpoint)");
+    if (!err && o->comm.grad_bf16 && o->comm.nccl)
+        err = sc_error(SC_ERR_ARG, "--grad-dtype bf16: not with --collectives nccl (its allreduce would sum in "
+                                   "bf16); use --collectives tasks or --grad-dtype fp32");
     return err;
 }
 
@@ -451,7 +475,7 @@ static int check_writable(const char *opt, const char *path)
 /* The traced iterations must exist; the default range shrinks to fit. */
 static int check_trace_range(struct sc_train_opts *o, int nsamples)
 {
-    long total = (long)o->epochs * (nsamples / o->batch);
+    long total = (long)o->epochs * (nsamples / ((long)o->batch * o->comm.accumulate));
     if (o->iters >= 0 && o->iters < total)
         total = o->iters;
     if (!o->trace && !o->report)

@@ -182,9 +182,10 @@ void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o,
 {
     fprintf(f,
             "overlap report: %s%s%s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
-            ", times in ms per iteration\n",
+            "%s%s%s, times in ms per iteration\n",
             t->model, t->model[0] ? ", " : "", t->precision, t->precision[0] ? ", " : "", t->ranks, t->workers,
-            t->first_iteration, t->last_iteration);
+            t->first_iteration, t->last_iteration, t->grad_dtype[0] ? ", gradients " : "", t->grad_dtype,
+            t->grad_dtype[0] ? " on the wire" : "");
     fprintf(f, "%-4s", "rank");
     for (int c = 0; c < NCOL; c++)
         fprintf(f, "  %*s", cols[c].width, cols[c].head);
@@ -322,6 +323,7 @@ int sc_trace_print_load(const struct sc_trace *t, FILE *f)
 struct kind {
     const char *phase;
     size_t count;
+    double bytes;
 };
 
 static int cmp_kind(const void *pa, const void *pb)
@@ -352,7 +354,7 @@ int sc_trace_print_tasks(const struct sc_trace *t, FILE *f)
         while (j < nk && strcmp(k[j].phase, phase))
             j++;
         if (j == nk)
-            k[nk++] = (struct kind){phase, 0};
+            k[nk++] = (struct kind){phase, 0, 0};
         k[j].count++;
     }
     qsort(k, nk, sizeof *k, cmp_kind);
@@ -361,6 +363,28 @@ int sc_trace_print_tasks(const struct sc_trace *t, FILE *f)
     for (size_t j = 0; j < nk; j++)
         fprintf(f, "%s%s %.1f", j ? ", " : " (", k[j].phase, k[j].count / it);
     fprintf(f, "%s; transfers %.1f\n", nk ? ")" : "", transfers / it);
+    /* The bytes sent, by the transfers' phases (traces that record them) */
+    double total = 0;
+    nk = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct sc_trace_event *e = &t->ev[i];
+        if (e->lane != SC_TRACE_LANE_COMM || e->bytes <= 0)
+            continue;
+        const char *phase = sc_trace_phase(e->name);
+        size_t j = 0;
+        while (j < nk && strcmp(k[j].phase, phase))
+            j++;
+        if (j == nk)
+            k[nk++] = (struct kind){phase, 0, 0};
+        k[j].bytes += e->bytes;
+        total += e->bytes;
+    }
+    if (total > 0) {
+        fprintf(f, "bytes sent per iteration, all ranks: %.0f", total / it);
+        for (size_t j = 0; j < nk; j++)
+            fprintf(f, "%s%s %.0f", j ? ", " : " (", k[j].phase, k[j].bytes / it);
+        fprintf(f, ")\n");
+    }
     free(k);
     return 0;
 }

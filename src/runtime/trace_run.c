@@ -58,6 +58,7 @@ static size_t local_events(struct sc_runtime *rt, struct sc_trace_event *ev, int
         double start = r->start < r->end ? r->start : r->end;
         e->start = start - origin;
         e->end = r->end - origin;
+        e->bytes = r->bytes;
         if (r->kind == SC_REC_COMM)
             e->lane = SC_TRACE_LANE_COMM;
         else

@@ -12,6 +12,9 @@
 #define MOMENTUM_FMT   "optimizer.%d.%s.momentum_buffer"
 #define ITERATION_NAME "optimizer.iteration"
 #define BATCHES_FMT    "%d.num_batches_tracked"
+/* --accumulate's K, written only when it is not 1, so that a run without
+ * it writes the same file as before it existed. */
+#define ACCUMULATE_NAME "optimizer.accumulate"
 
 /* The data order (struct sc_data_order), as I64 scalars. */
 static const char *const order_names[4] = {"optimizer.seed", "optimizer.global_batch", "optimizer.train_samples",
@@ -182,6 +185,11 @@ int sc_checkpoint_read(const struct sc_net *net, const char *path, struct sc_che
         *order_field(&ck->order, i) = -1;
         err = take_i64(f, path, order_names[i], order_field(&ck->order, i));
     }
+    ck->order.accumulate = 1;
+    if (!err && !(err = take_i64(f, path, ACCUMULATE_NAME, &ck->order.accumulate)) &&
+        (ck->order.accumulate < 1 || ck->order.accumulate > SC_ACCUMULATE_MAX))
+        err = sc_error(SC_ERR_PARSE, "%s: '%s' is %lld, not in [1, %d]", path, ACCUMULATE_NAME,
+                       (long long)ck->order.accumulate, SC_ACCUMULATE_MAX);
     if (!err && ck->iteration < 0)
         err = sc_error(SC_ERR_PARSE, "%s: '%s' is negative", path, ITERATION_NAME);
     sc_st_free(f);
@@ -202,7 +210,7 @@ int sc_checkpoint_apply(struct sc_net *net, const struct sc_checkpoint *ck)
 
 static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const char *path, int with_order)
 {
-    int n = 4;
+    int n = 5;
     for (int l = 0; l < net->nlayers; l++)
         n += 2 * net->layers[l].ntensors + (net->layers[l].nbuffers ? net->layers[l].nbuffers + 1 : 0);
     struct sc_st_out *out = calloc(n + 1, sizeof(*out));
@@ -212,6 +220,9 @@ static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const 
         return sc_error(SC_ERR_NOMEM, "out of memory writing %s", path);
     }
     int k = 0;
+    /* PyTorch counts a batch normalization's batches per forward pass: K
+     * an iteration */
+    int64_t batches = ck->iteration * (with_order ? ck->order.accumulate : 1);
     for (int momentum = 0; momentum < 2; momentum++)
         for (int l = 0; l < net->nlayers; l++) {
             const struct sc_layer *layer = &net->layers[l];
@@ -236,13 +247,16 @@ static int write_file(const struct sc_net *net, struct sc_checkpoint *ck, const 
         }
         if (layer->nbuffers) {
             snprintf(names[k], sizeof(names[k]), BATCHES_FMT, layer->torch_index);
-            out[k++] = (struct sc_st_out){.name = names[k - 1], .dtype = "I64", .ndim = 0, .data = &ck->iteration};
+            out[k++] = (struct sc_st_out){.name = names[k - 1], .dtype = "I64", .ndim = 0, .data = &batches};
         }
     }
     out[k++] = (struct sc_st_out){.name = ITERATION_NAME, .dtype = "I64", .ndim = 0, .data = &ck->iteration};
     for (int i = 0; i < 4 && with_order; i++)
         out[k++] =
             (struct sc_st_out){.name = order_names[i], .dtype = "I64", .ndim = 0, .data = order_field(&ck->order, i)};
+    if (with_order && ck->order.accumulate != 1)
+        out[k++] =
+            (struct sc_st_out){.name = ACCUMULATE_NAME, .dtype = "I64", .ndim = 0, .data = &ck->order.accumulate};
     int err = sc_st_write(path, out, k);
     free(out);
     free(names);

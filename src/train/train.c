@@ -39,7 +39,7 @@ void sc_train_opts_default(struct sc_train_opts *o)
 
 struct sc_data_order sc_train_data_order(const struct sc_train_opts *o, const struct sc_dataset *train)
 {
-    return (struct sc_data_order){(int64_t)o->seed, o->batch, train->n, o->shuffle};
+    return (struct sc_data_order){(int64_t)o->seed, o->batch, train->n, o->shuffle, o->comm.accumulate};
 }
 
 int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset *train, const struct sc_checkpoint *ck)
@@ -54,6 +54,9 @@ int sc_train_check_resume(const struct sc_train_opts *o, const struct sc_dataset
     if (got->global_batch != want.global_batch)
         return sc_error(SC_ERR_ARG, "--resume %s: saved with --batch %lld, this run has --batch %lld", o->load,
                         (long long)got->global_batch, (long long)want.global_batch);
+    if (got->accumulate != want.accumulate)
+        return sc_error(SC_ERR_ARG, "--resume %s: saved with --accumulate %lld, this run has --accumulate %lld",
+                        o->load, (long long)got->accumulate, (long long)want.accumulate);
     if (got->seed != want.seed)
         return sc_error(SC_ERR_ARG, "--resume %s: saved with --seed %lld, this run has --seed %lld", o->load,
                         (long long)got->seed, (long long)want.seed);
@@ -165,7 +168,9 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.window,
                       o->comm.segment_kb,
                       o->comm.direct_kb,
+                      o->comm.grad_bf16,
                       o->checkpoint_signal,
+                      o->comm.accumulate,
                       o->comm.precision};
     double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit};
     h = fnv(h, ints, sizeof ints);
@@ -293,6 +298,7 @@ struct loop_state {
     const struct sc_train_opts *o;
     const struct sc_dataset *train;
     long per_epoch;
+    long step;            /* samples per iteration: --batch x --accumulate */
     int64_t base;         /* net->iteration before the loop's first iteration counted from 0 */
     long saved_iteration; /* of the last checkpoint written in this run; 0: none */
 };
@@ -350,9 +356,10 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
     if (!(err = check_kernels(ls, rt)) && rt->rank == 0) {
         t.first_iteration = first;
         t.last_iteration = last;
-        t.global_batch = o->batch;
+        t.global_batch = o->batch * o->comm.accumulate;
         snprintf(t.model, sizeof(t.model), "%s", o->model);
         snprintf(t.precision, sizeof(t.precision), "%s", sc_precision_name(o->comm.precision));
+        snprintf(t.grad_dtype, sizeof t.grad_dtype, "%s", o->comm.grad_bf16 ? "bf16" : "fp32");
         if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
             fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
                     first, last, t.n, o->trace);
@@ -365,7 +372,8 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
             fputs(p->tty ? "\r\033[K" : "", stderr);
             sc_trace_print_report(&t, ov, stdout);
             if (!(err = sc_trace_print_tasks(&t, stdout)) && !(err = sc_trace_print_load(&t, stdout)))
-                sc_report_print_compute(stdout, sc_net_flops(net, o->batch), ov[0].window, o->peak_gflops);
+                sc_report_print_compute(stdout, sc_net_flops(net, o->batch * o->comm.accumulate), ov[0].window,
+                                        o->peak_gflops);
             fflush(stdout);
         }
         free(ov);
@@ -410,7 +418,7 @@ static int check_finite(const struct loop_state *ls, struct sc_runtime *rt, stru
     err = order ? 0 : SC_ERR_NOMEM;
     if (!sc_runtime_agree(rt, err) && k >= 0) {
         epoch_order(order, ls->train->n, ls->o->shuffle, ls->o->seed, (int)epoch);
-        err = sc_net_find_nonfinite(net, ls->train, order + (k % ls->per_epoch) * ls->o->batch, where, sizeof where);
+        err = sc_net_find_nonfinite(net, ls->train, order + (k % ls->per_epoch) * ls->step, where, sizeof where);
     }
     free(order);
     if (err)
@@ -460,7 +468,9 @@ int sc_train_plan(struct sc_train_opts *o, const struct sc_runtime *rt, struct s
                               NULL,
                               SC_PLAN_MIX_MARGIN,
                               o->comm.fc_replicate > 0 ? o->comm.fc_replicate : -1,
-                              o->comm.segment_kb};
+                              o->comm.segment_kb,
+                              o->comm.accumulate,
+                              o->comm.grad_bf16};
     char how[512];
     snprintf(how, sizeof how,
              "mpirun -np %d starconv-plan calibrate --model %s --batch %d --workers %d --calibration %s", rt->size,
@@ -506,7 +516,11 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                  const struct sc_dataset *train, const struct sc_dataset *test)
 {
     struct progress p = {.tty = isatty(2), .rank = rt->rank};
-    long per_epoch = train->n / o->batch;
+    /* An iteration is one optimizer step: K micro-batches of --batch. */
+    long step = (long)o->batch * o->comm.accumulate, per_epoch = train->n / step;
+    if (per_epoch < 1 && o->comm.accumulate > 1)
+        return sc_error(SC_ERR_ARG, "--batch %d x --accumulate %d is more than the %d training samples", o->batch,
+                        o->comm.accumulate, train->n);
     if (per_epoch < 1)
         return sc_error(SC_ERR_ARG, "batch %d is larger than the %d training samples", o->batch, train->n);
     long total = (long)o->epochs * per_epoch;
@@ -541,7 +555,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
     if (o->resume && rt->rank == 0)
         fprintf(stderr, "resuming at iteration %ld of %ld (epoch %ld, batch %ld of %ld)\n", done, total,
                 done / per_epoch + 1, done % per_epoch + 1, per_epoch);
-    struct loop_state ls = {o, train, per_epoch, net->iteration - done, 0};
+    struct loop_state ls = {o, train, per_epoch, step, net->iteration - done, 0};
     int trace_wanted = (o->trace || o->report) && o->trace_first > 0, tracing = 0;
     struct sc_preempt *preempt = NULL;
     int signalled = 0, signal_from = 0; /* --checkpoint-signal: the signal the ranks stop on */
@@ -575,8 +589,8 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
             sgd.iteration = net->iteration + 1;
             sgd.lr = (float)sc_lr_at(&o->lr_schedule, o->lr, done, total);
             sc_kernel_failure_iteration(sgd.iteration);
-            err = sc_net_train_batch(net, train, order + it_epoch * o->batch,
-                                     ahead ? order + (it_epoch + 1) * o->batch : NULL, &sgd);
+            err = sc_net_train_batch(net, train, order + it_epoch * step, ahead ? order + (it_epoch + 1) * step : NULL,
+                                     &sgd);
             sc_kernel_failure_iteration(0);
             if (err)
                 break;
@@ -590,10 +604,10 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
                 double loss = sc_net_last_loss(net), t = now();
                 if ((err = check_kernels(&ls, rt))) /* the loss's tasks have run */
                     break;
-                double rate = (done - last_done) * o->batch / (t - last_t);
+                double rate = (done - last_done) * step / (t - last_t);
                 sc_stall_iteration_seconds((t - last_t) / (double)(done - last_done));
-                report_iteration(&p, epoch, o->epochs, net->iteration, it_epoch + 1, per_epoch,
-                                 (total - done) * o->batch, loss, rate, sgd.lr);
+                report_iteration(&p, epoch, o->epochs, net->iteration, it_epoch + 1, per_epoch, (total - done) * step,
+                                 loss, rate, sgd.lr);
                 last_t = t;
                 last_done = done;
                 if ((err = check_finite(&ls, rt, net, &watch, &p, loss)))
@@ -616,7 +630,7 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         }
         sc_net_wait(net);
         p.train_time += now() - t0;
-        p.images += (it_epoch - first_it) * (long)o->batch;
+        p.images += (it_epoch - first_it) * step;
         if (!err) /* every task of the epoch has run */
             err = check_kernels(&ls, rt);
         if (!err && o->test && !signalled && (it_epoch == per_epoch || done == total)) {
@@ -645,12 +659,19 @@ int sc_train_run(const struct sc_train_opts *o, struct sc_runtime *rt, struct sc
         return SC_TRAIN_SIGNALLED;
     }
     if (o->report_comm) {
-        double mine = (double)sc_net_grad_bytes(net), all[rt->size];
-        MPI_Gather(&mine, 1, MPI_DOUBLE, all, 1, MPI_DOUBLE, 0, rt->ctl);
+        double mine[2] = {(double)sc_net_grad_bytes(net), (double)sc_net_grad_partial_bytes(net)}, all[2 * rt->size];
+        MPI_Gather(mine, 2, MPI_DOUBLE, all, 2, MPI_DOUBLE, 0, rt->ctl);
         if (rt->rank == 0) {
-            printf("gradient reduction, bytes sent per iteration\n%4s %14s\n", "rank", "bytes");
-            for (int r = 0; r < rt->size; r++)
-                printf("%4d %14.0f\n", r, done ? all[r] / (double)done : 0.0);
+            double per = done ? 1.0 / (double)done : 0.0, partial = 0, total = 0;
+            printf("gradient reduction, bytes sent per iteration (gradients %s on the wire)\n%4s %14s\n",
+                   o->comm.grad_bf16 ? "bf16" : "fp32", "rank", "bytes");
+            for (int r = 0; r < rt->size; r++) {
+                printf("%4d %14.0f\n", r, all[2 * r] * per);
+                total += all[2 * r] * per, partial += all[2 * r + 1] * per;
+            }
+            /* the part that --grad-dtype halves, and the weights sent back */
+            printf("all ranks: %.0f bytes, of which %.0f partial sums (%s), %.0f weights sent back (fp32)\n", total,
+                   partial, o->comm.grad_bf16 ? "bf16 outside the direct path" : "fp32", total - partial);
         }
     }
     if (rt->rank == 0) {

@@ -10,6 +10,7 @@
  * checkpoint draws the same batches only when these agree. */
 struct sc_data_order {
     int64_t seed, global_batch, train_samples, shuffle;
+    int64_t accumulate; /* micro-batches of global_batch per iteration (1 when not saved) */
 };
 
 /* A checkpoint read from a file and checked against a network. */
