@@ -5,7 +5,8 @@
  * only adds time.
  *
  *   sc-conv-ceiling [--model wide|lenet|resnet50] [--batch N] [--reps R]
- *                   [--peak GFLOPS] [--shape N,C,H,W,F,K,S,P]...
+ *                   [--peak GFLOPS] [--precision fp32|bf16]
+ *                   [--shape N,C,H,W,F,K,S,P]...
  *
  * For each convolution (the model's, at N samples: the batch one rank or
  * one worker computes; or each --shape: N samples of C x H x W, F filters
@@ -17,6 +18,9 @@
  * median time of each is printed with its GFLOP/s and, with --peak (one
  * core's fp32 FMA peak, from sc-peak), the fraction of it.  The last line
  * sums the model: its multiply-adds x 2 x 3 over the summed medians.
+ * --precision bf16 times what starconv-train --precision bf16 runs: each
+ * direction's inputs in bf16, its output in fp32 (the --peak fraction is
+ * then still of the fp32 peak).
  * Run it on one core (OMP_NUM_THREADS=1; taskset) as starconv's workers
  * run oneDNN.  Exit status 0, 1 when oneDNN refuses a primitive, 2 on bad
  * arguments. */
@@ -49,6 +53,7 @@ static int cmp_double(const void *a, const void *b)
 static void usage(void)
 {
     fprintf(stderr, "usage: sc-conv-ceiling [--model wide|lenet|resnet50] [--batch N] [--reps R] [--peak GFLOPS] "
+                    "[--precision fp32|bf16] "
                     "[--shape N,C,H,W,F,K,S,P]...\n");
     exit(2);
 }
@@ -118,11 +123,18 @@ static dnnl_memory_t mem(dnnl_engine_t eng, const dnnl_memory_desc_t *md)
         return NULL;
     float *p;
     dnnl_memory_get_data_handle(m, (void **)&p);
-    size_t n = dnnl_memory_desc_get_size(md) / sizeof(float);
+    int bf16 = md->data_type == dnnl_bf16;
+    size_t n = dnnl_memory_desc_get_size(md) / (bf16 ? 2 : sizeof(float));
     unsigned r = 12345;
     for (size_t i = 0; i < n; i++) {
         r = r * 1103515245u + 12345u;
-        p[i] = 0.01f + (float)(r >> 16) / 65536.0f * 0.1f;
+        float v = 0.01f + (float)(r >> 16) / 65536.0f * 0.1f;
+        if (bf16) { /* the float's upper half: a bf16 of about the same value */
+            unsigned u;
+            memcpy(&u, &v, sizeof u);
+            ((unsigned short *)p)[i] = (unsigned short)(u >> 16);
+        } else
+            p[i] = v;
     }
     return m;
 }
@@ -150,10 +162,10 @@ static double run(dnnl_primitive_t prim, dnnl_stream_t st, int nargs, const dnnl
 
 /* The three directions of s: their median seconds in t[0..2]; the name of
  * the forward implementation in impl.  0, or -1 when oneDNN refuses. */
-static int time_shape(dnnl_engine_t eng, dnnl_stream_t st, const struct shape *s, int reps, double t[3],
+static int time_shape(dnnl_engine_t eng, dnnl_stream_t st, const struct shape *s, int reps, int bf16, double t[3],
                       const char **impl)
 {
-    dnnl_memory_desc_t x, w, b, y;
+    dnnl_memory_desc_t x, w, b, y, xi, wi, yi; /* xi, wi, yi: as inputs (bf16 under bf16) */
     int oh = out_size(s, s->h), ow = out_size(s, s->w);
     dnnl_dims_t xd = {s->n, s->c, s->h, s->w}, wdm = {s->f, s->c, s->k, s->k}, bd = {s->f}, yd = {s->n, s->f, oh, ow};
     dnnl_dims_t str = {s->s, s->s}, pad = {s->p, s->p};
@@ -161,17 +173,21 @@ static int time_shape(dnnl_engine_t eng, dnnl_stream_t st, const struct shape *s
     dnnl_memory_desc_init_by_tag(&w, 4, wdm, dnnl_f32, dnnl_format_tag_any);
     dnnl_memory_desc_init_by_tag(&b, 1, bd, dnnl_f32, dnnl_x);
     dnnl_memory_desc_init_by_tag(&y, 4, yd, dnnl_f32, dnnl_format_tag_any);
+    dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+    dnnl_memory_desc_init_by_tag(&xi, 4, xd, in, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&wi, 4, wdm, in, dnnl_format_tag_any);
+    dnnl_memory_desc_init_by_tag(&yi, 4, yd, in, dnnl_format_tag_any);
     dnnl_convolution_desc_t fd, dd, wd;
     dnnl_primitive_desc_t fpd, dpd, wpd;
-    if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &x, &w, &b, &y, str,
+    if (dnnl_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &xi, &wi, &b, &y, str,
                                            pad, pad) != dnnl_success ||
         dnnl_primitive_desc_create(&fpd, &fd, NULL, eng, NULL) != dnnl_success)
         return -1;
-    if (dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &x, &w, &y, str, pad, pad) !=
+    if (dnnl_convolution_backward_data_desc_init(&dd, dnnl_convolution_direct, &x, &wi, &yi, str, pad, pad) !=
             dnnl_success ||
         dnnl_primitive_desc_create(&dpd, &dd, NULL, eng, fpd) != dnnl_success)
         return -1;
-    if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &x, &w, &b, &y, str, pad, pad) !=
+    if (dnnl_convolution_backward_weights_desc_init(&wd, dnnl_convolution_direct, &xi, &w, &b, &yi, str, pad, pad) !=
             dnnl_success ||
         dnnl_primitive_desc_create(&wpd, &wd, NULL, eng, fpd) != dnnl_success)
         return -1;
@@ -211,7 +227,7 @@ static int time_shape(dnnl_engine_t eng, dnnl_stream_t st, const struct shape *s
 int main(int argc, char **argv)
 {
     struct shape v[MAX_SHAPES];
-    int n = 0, batch = 32, reps = 5;
+    int n = 0, batch = 32, reps = 5, bf16 = 0;
     double peak = 0;
     const char *model = NULL;
     for (int i = 1; i < argc; i++) {
@@ -226,6 +242,8 @@ int main(int argc, char **argv)
             reps = atoi(val);
         else if (!strcmp(a, "--peak"))
             peak = atof(val);
+        else if (!strcmp(a, "--precision") && (!strcmp(val, "fp32") || !strcmp(val, "bf16")))
+            bf16 = !strcmp(val, "bf16");
         else if (!strcmp(a, "--shape")) {
             struct shape s = {0};
             char end;
@@ -266,7 +284,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         double t[3];
         const char *impl = "?";
-        if (time_shape(eng, st, &v[i], reps, t, &impl)) {
+        if (time_shape(eng, st, &v[i], reps, bf16, t, &impl)) {
             fprintf(stderr, "sc-conv-ceiling: oneDNN refused the convolution %d,%d,%d,%d,%d,%d,%d,%d\n", v[i].n, v[i].c,
                     v[i].h, v[i].w, v[i].f, v[i].k, v[i].s, v[i].p);
             return 1;

@@ -29,6 +29,13 @@ Check mode:
   AdamW (foreach=False) instead, INIT's optimizer.<param>.exp_avg,
   .exp_avg_sq and .step mapped into its state_dict() when present.
   --save-final PATH writes PyTorch's own result as a checkpoint.
+  --bf16 replays starconv-train --precision bf16: every convolution and
+  fully connected layer rounds its inputs (x, the weights, and dy in
+  backward) to bfloat16 (to nearest even, as PyTorch's conversion),
+  computes in float64 and returns float32; forward's bias is added
+  unrounded; the bias gradient sums the rounded dy in a convolution (as
+  oneDNN's), the float32 dy in a fully connected layer (as starconv's);
+  everything else stays float32.
   --accumulate K (as starconv-train's) makes an iteration K batches of B
   in order, their losses divided by K and their gradients summed by
   backward() before one opt.step(): iteration i is global batches
@@ -92,6 +99,66 @@ def rel_err(a, b):
     if ref == 0.0:
         return 0.0 if diff == 0.0 else math.inf
     return diff / ref
+
+
+def bf16_round(t):
+    return t.to(torch.bfloat16).to(t.dtype)
+
+
+class Bf16Conv(torch.autograd.Function):
+    """Conv2d on bf16-rounded inputs, exact products, float64 sums, float32 out."""
+
+    @staticmethod
+    def forward(ctx, x, w, b, stride, padding):
+        xr, wr = bf16_round(x).double(), bf16_round(w).double()
+        ctx.save_for_backward(xr, wr)
+        ctx.geometry = (stride, padding, b is not None)
+        y = nn.functional.conv2d(xr, wr, None, stride, padding)
+        if b is not None:
+            y = y + b.double().view(1, -1, 1, 1)
+        return y.float()
+
+    @staticmethod
+    def backward(ctx, dy):
+        xr, wr = ctx.saved_tensors
+        stride, padding, has_bias = ctx.geometry
+        dyr = bf16_round(dy).double()
+        dx = nn.grad.conv2d_input(xr.shape, wr, dyr, stride, padding).float()
+        dw = nn.grad.conv2d_weight(xr, wr.shape, dyr, stride, padding).float()
+        db = dyr.sum((0, 2, 3)).float() if has_bias else None
+        return dx, dw, db, None, None
+
+
+class Bf16Linear(torch.autograd.Function):
+    """Linear on bf16-rounded inputs, exact products, float64 sums, float32 out."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        xr, wr = bf16_round(x).double(), bf16_round(w).double()
+        ctx.save_for_backward(xr, wr)
+        ctx.has_bias = b is not None
+        y = xr @ wr.t()
+        if b is not None:
+            y = y + b.double()
+        return y.float()
+
+    @staticmethod
+    def backward(ctx, dy):
+        xr, wr = ctx.saved_tensors
+        dyr = bf16_round(dy).double()
+        db = dy.sum(0) if ctx.has_bias else None
+        return (dyr @ wr).float(), (dyr.t() @ xr).float(), db
+
+
+def bf16_layers(model):
+    """Every nn.Conv2d and nn.Linear of model through Bf16Conv and
+    Bf16Linear (names and parameters kept)."""
+    for m in model.modules():
+        if isinstance(m, nn.Conv2d):
+            m.forward = (lambda c: lambda x: Bf16Conv.apply(x, c.weight, c.bias, c.stride, c.padding))(m)
+        elif isinstance(m, nn.Linear):
+            m.forward = (lambda c: lambda x: Bf16Linear.apply(x, c.weight, c.bias))(m)
+    return model
 
 
 def no_per_pixel(spec):
@@ -161,6 +228,8 @@ def make_optimizer(args, model):
 def do_check(args, spec):
     no_per_pixel(spec)
     model = sc_torch.build_model(spec)
+    if args.bf16:
+        bf16_layers(model)
     opt = make_optimizer(args, model)
     it0 = sc_torch.load_checkpoint(args.init, model, opt)
     start = args.start_iter if args.start_iter is not None else it0
@@ -172,9 +241,10 @@ def do_check(args, spec):
         opt.step()  # no gradients yet: only the scheduler's order of calls is kept
         scheduler.step()
     loss = train(model, opt, images, labels, start, args.iters, args.batch, scheduler, args.accumulate)
-    print("torch_check: %s, %d iterations from iteration %d, batch %d, %s, lr %g, momentum %g, "
+    print("torch_check: %s%s, %d iterations from iteration %d, batch %d, %s, lr %g, momentum %g, "
           "weight decay %g; last loss %.6f"
-          % (spec.name, args.iters, start, args.batch, args.optimizer, args.lr, args.momentum,
+          % (spec.name, " (convolutions and fully connected layers on bf16 inputs)" if args.bf16 else "",
+             args.iters, start, args.batch, args.optimizer, args.lr, args.momentum,
              opt.param_groups[0]["weight_decay"], float(loss) if loss is not None else float("nan")))
     if args.save_final:
         sc_torch.save_checkpoint(args.save_final, model, opt, start + args.iters)
@@ -296,6 +366,8 @@ def main():
                     help="first global batch (default INIT's optimizer.iteration, else 0)")
     ap.add_argument("--check-momentum", action="store_true",
                     help="hold FINAL's momentum buffers to --tol as well")
+    ap.add_argument("--bf16", action="store_true",
+                    help="replay --precision bf16: convolutions and fully connected layers on bf16-rounded inputs")
     ap.add_argument("--save-final", metavar="PATH", help="write PyTorch's result as a checkpoint")
     ap.add_argument("--eval", metavar="CKPT", help="print the t10k accuracy of CKPT and exit")
     ap.add_argument("--write-init", metavar="PATH", help="write a seeded initial checkpoint and exit")

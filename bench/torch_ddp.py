@@ -2,6 +2,7 @@
 """PyTorch DistributedDataParallel baseline for starconv-train.
 
   torch_ddp.py --model M --batch B --iters N [--procs 2] [--threads 1] [--warmup W]
+               [--autocast fp32|bf16]
 
 Trains model M (models/M.cfg or a .cfg path) on Fashion-MNIST (or, with
 --data synthetic:CxHxW:K, on random images) with DDP (gloo,
@@ -15,6 +16,9 @@ Rank 0 prints one line:
   torch: <images/s> images/s (<model> batch <B> iters <N> procs <P> threads <T>)
 
 where images/s = (N - W) * B / (wall time of iterations W..N-1).
+--autocast bf16 runs forward and loss under torch.autocast("cpu",
+dtype=torch.bfloat16), PyTorch's mixed precision on CPUs (fp32 weights
+and optimizer; fp32, the default, is plain fp32).
 --init CKPT starts from a checkpoint, --save PATH writes the result (both
 in starconv's checkpoint format, see sc_torch.save_checkpoint).
 Exit 77 if torch cannot be imported.
@@ -121,7 +125,8 @@ def run(rank, args):
         x = sc_torch.to_input(x) if x.dtype == torch.uint8 else x
         y = labels[lo:lo + local]
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(ddp(x), y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            loss = loss_fn(ddp(x), y)
         loss.backward()
         opt.step()
         if args.verbose:
@@ -155,6 +160,8 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="torch threads per process (default 1)")
     ap.add_argument("--warmup", type=int, default=None,
                     help="untimed first iterations (default 5, or N-1 when N <= 5)")
+    ap.add_argument("--autocast", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: forward under torch.autocast (CPU, bfloat16)")
     ap.add_argument("--lr", type=float, default=0.01)
     ap.add_argument("--momentum", type=float, default=0.9)
     ap.add_argument("--weight-decay", type=float, default=0.0)

@@ -26,7 +26,7 @@ static void cl_fc_fwd_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_fc_compute(SC_FC_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute(sc_kernel_worker_self(), SC_FC_FWD, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -64,7 +64,7 @@ static void cl_fc_bwd_data_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_fc_compute(SC_FC_BWD_DATA, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute(sc_kernel_worker_self(), SC_FC_BWD_DATA, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 
@@ -102,7 +102,7 @@ static void cl_fc_bwd_weights_cpu_func(void *buffers[], void *cl_arg)
 {
     struct sc_fc_args a;
     starpu_codelet_unpack_args(cl_arg, &a);
-    sc_fc_compute(SC_FC_BWD_WEIGHTS, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
+    sc_fc_compute(sc_kernel_worker_self(), SC_FC_BWD_WEIGHTS, &a, (const float *)STARPU_VECTOR_GET_PTR(buffers[0]),
                   (const float *)STARPU_VECTOR_GET_PTR(buffers[1]), (float *)STARPU_VECTOR_GET_PTR(buffers[2]));
 }
 

@@ -27,20 +27,25 @@ static dnnl_format_tag_t act_tag(int blk)
  * (faster for LeNet's layers even with the reorders), so the primitives
  * are created on "any" layouts for what the caller holds plain, and on
  * the caller's own layout for what it holds blocked, which then needs no
- * reorder; reorders bridge the rest.  user: the caller's layouts; else
- * the primitive's, plain for every tensor when plain (a blocked tensor
- * then gets its reorder). */
-static void conv_mds(struct conv_mds *m, const struct sc_conv_args *a, int user, int plain)
+ * reorder; reorders bridge the rest.  user: the caller's layouts (fp32);
+ * else the primitive's for direction dir, plain for every tensor when
+ * plain (a blocked tensor then gets its reorder).  In bf16 the
+ * primitive's inputs are bf16, so that the reorders which bridge the
+ * layouts also round the caller's fp32 values, and its output fp32. */
+static void conv_mds(struct conv_mds *m, const struct sc_conv_args *a, int user, int plain, enum sc_conv_dir dir)
 {
     dnnl_format_tag_t xt = user || plain ? dnnl_nchw : dnnl_format_tag_any, yt = xt;
     if (!plain) {
         xt = a->xblk ? act_tag(a->xblk) : xt;
         yt = a->yblk ? act_tag(a->yblk) : yt;
     }
-    sc_md_nchw(&m->x, a->n, a->c, a->h, a->w, xt);
-    sc_md_nchw(&m->w, a->f, a->c, a->kh, a->kw, plain || user ? dnnl_oihw : dnnl_format_tag_any);
+    int bf16 = !user && a->precision == SC_PRECISION_BF16;
+    dnnl_data_type_t in = bf16 ? dnnl_bf16 : dnnl_f32;
+    sc_md_nchw_typed(&m->x, a->n, a->c, a->h, a->w, xt, dir == SC_CONV_BWD_DATA ? dnnl_f32 : in);
+    sc_md_nchw_typed(&m->w, a->f, a->c, a->kh, a->kw, plain || user ? dnnl_oihw : dnnl_format_tag_any,
+                     dir == SC_CONV_BWD_FILTER ? dnnl_f32 : in);
     sc_md_1d(&m->b, a->f);
-    sc_md_nchw(&m->y, a->n, a->f, a->oh, a->ow, yt);
+    sc_md_nchw_typed(&m->y, a->n, a->f, a->oh, a->ow, yt, dir == SC_CONV_FWD ? dnnl_f32 : in);
 }
 
 #define CONV_GEOMETRY(a)                                                                                               \
@@ -96,7 +101,7 @@ static dnnl_primitive_desc_t conv_fwd_pd_on(const struct sc_conv_args *a, int re
     dnnl_post_ops_t po = NULL;
     dnnl_primitive_desc_t pd = NULL;
     CONV_GEOMETRY(a);
-    conv_mds(&m, a, 0, 0);
+    conv_mds(&m, a, 0, 0, SC_CONV_FWD);
     TRY(dnnl_convolution_forward_desc_init(&d, dnnl_forward_training, dnnl_convolution_direct, &m.x, &m.w,
                                            a->nobias ? NULL : &m.b, &m.y, strides, pad_l, pad_r));
     TRY(dnnl_primitive_attr_create(&attr));
@@ -167,7 +172,7 @@ static void *conv_fwd_create(const void *key)
 {
     const struct sc_conv_args *a = key;
     struct conv_mds m;
-    conv_mds(&m, a, 1, 0);
+    conv_mds(&m, a, 1, 0, SC_CONV_FWD);
     const dnnl_memory_desc_t *u[3] = {&m.x, &m.w, &m.y};
     const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_weights_md, dnnl_query_dst_md};
     return conv_prim_make(conv_fwd_pd(a, a->relu), u, q, 2, a->nobias ? NULL : &m.b);
@@ -184,8 +189,12 @@ static dnnl_primitive_desc_t conv_bwd_pd_on(const struct sc_conv_args *a, int fi
     CONV_GEOMETRY(a);
     /* Blocking pads c to a whole block: for a few input channels the plain
      * (gemm-based) kernels are faster, the padded channels being mostly
-     * zeros, and than a blocked one with the reorders of x and dy. */
-    conv_mds(&any, a, 0, sc_conv_few_channels(a->c));
+     * zeros, and than a blocked one with the reorders of x and dy.  Not
+     * in bf16: there the reorders exist anyway (to bf16), and oneDNN's bf16
+     * gemm kernel runs a 1-channel weight gradient several times slower
+     * than its blocked JIT kernel. */
+    conv_mds(&any, a, 0, sc_conv_few_channels(a->c) && a->precision == SC_PRECISION_FP32,
+             filter ? SC_CONV_BWD_FILTER : SC_CONV_BWD_DATA);
     dnnl_status_t st =
         filter ? dnnl_convolution_backward_weights_desc_init(&d, dnnl_convolution_direct, &any.x, &any.w,
                                                              a->nobias ? NULL : &any.b, &any.y, strides, pad_l, pad_r)
@@ -218,7 +227,7 @@ static void *conv_bwd_data_create(const void *key)
 {
     const struct sc_conv_args *a = key;
     struct conv_mds m;
-    conv_mds(&m, a, 1, 0);
+    conv_mds(&m, a, 1, 0, SC_CONV_FWD);
     const dnnl_memory_desc_t *u[3] = {&m.y, &m.w, &m.x};
     const dnnl_query_t q[3] = {dnnl_query_diff_dst_md, dnnl_query_weights_md, dnnl_query_diff_src_md};
     return conv_prim_make(conv_bwd_pd(a, 0), u, q, 2, NULL);
@@ -228,7 +237,7 @@ static void *conv_bwd_filter_create(const void *key)
 {
     const struct sc_conv_args *a = key;
     struct conv_mds m;
-    conv_mds(&m, a, 1, 0);
+    conv_mds(&m, a, 1, 0, SC_CONV_FWD);
     const dnnl_memory_desc_t *u[3] = {&m.x, &m.y, &m.w};
     const dnnl_query_t q[3] = {dnnl_query_src_md, dnnl_query_diff_dst_md, dnnl_query_diff_weights_md};
     return conv_prim_make(conv_bwd_pd(a, 1), u, q, 2, a->nobias ? NULL : &m.b);
@@ -286,6 +295,38 @@ int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n)
     snprintf(buf, n, "%s", impl);
     dnnl_primitive_desc_destroy(pd);
     return 0;
+}
+
+const char *sc_precision_name(enum sc_precision p)
+{
+    return p == SC_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
+int sc_conv_bf16_native(char *buf, size_t n)
+{
+    struct sc_conv_args a = {.n = 1,
+                             .c = 64,
+                             .h = 14,
+                             .w = 14,
+                             .f = 64,
+                             .kh = 3,
+                             .kw = 3,
+                             .sh = 1,
+                             .sw = 1,
+                             .ph = 1,
+                             .pw = 1,
+                             .oh = 14,
+                             .ow = 14,
+                             .precision = SC_PRECISION_BF16};
+    if (sc_conv_impl_name(&a, buf, n)) {
+        snprintf(buf, n, "none");
+        return -1;
+    }
+    /* "jit_bf16:avx512_core" is oneDNN's emulation of bf16 on AVX-512
+     * without AVX512-BF16: the ISA after the ':' must be one with bf16. */
+    const char *isa = strrchr(buf, ':');
+    isa = isa ? isa + 1 : buf;
+    return strncmp(buf, "ref", 3) && (strstr(isa, "bf16") || strstr(isa, "amx")) ? 0 : -1;
 }
 
 int sc_conv_act_block(const struct sc_conv_args *a)

@@ -21,6 +21,17 @@
 #include "fail.h"
 
 /* ---- convolution ---- */
+/* The arithmetic of a convolution's products (--precision).  Either way
+ * the caller's tensors are fp32. */
+enum sc_precision {
+    SC_PRECISION_FP32 = 0, /* fp32 inputs, products and outputs */
+    SC_PRECISION_BF16 = 1, /* the inputs (x, weights, dy) rounded to bf16 (to nearest even, by
+                            * oneDNN's reorders into the worker's scratch), products accumulated
+                            * in fp32, outputs (y, dx, dw, the bias gradient) fp32 */
+};
+/* "fp32", "bf16". */
+const char *sc_precision_name(enum sc_precision p);
+
 struct sc_conv_args {
     int n, c, h, w;     /* input */
     int f, kh, kw;      /* filters, kernel */
@@ -32,6 +43,7 @@ struct sc_conv_args {
                          * sums but one) */
     int xblk, yblk;     /* the layouts of x (and dx) and of y (and dy): 0 NCHW, else
                          * channels in blocks of that many (nChw8c: 8), C a multiple of it */
+    int precision;      /* enum sc_precision */
 };
 
 /* ---- pooling ---- */
@@ -58,7 +70,10 @@ int sc_pool_impl(const struct sc_pool_args *a, char *buf, size_t n);
 /* ---- fully connected ---- */
 struct sc_fc_args {
     int n, in, out;
-    int relu; /* 1: y = max(0, x W^T + b) */
+    int relu;      /* 1: y = max(0, x W^T + b) */
+    int precision; /* enum sc_precision: fp32 through CBLAS; bf16 through oneDNN's matmul on
+                    * bf16 copies of the two inputs (x, W, dy), fp32 accumulation and outputs
+                    * (the bias gradient sums the fp32 dy) */
 };
 
 /* ---- a worker's own state ----
@@ -86,7 +101,8 @@ enum {
     SC_PRIM_CONV_BWD_FILTER,
     SC_PRIM_POOL_FWD,
     SC_PRIM_POOL_BWD,
-    SC_PRIM_CUDNN_CONV_ALGOS
+    SC_PRIM_CUDNN_CONV_ALGOS,
+    SC_PRIM_FC_BF16
 };
 void *sc_kernel_worker_prim(struct sc_kernel_worker *w, int op, const void *key, size_t len,
                             void *(*create)(const void *key), void (*destroy)(void *));
@@ -130,6 +146,13 @@ void sc_conv_compute(struct sc_kernel_worker *w, enum sc_conv_dir dir, const str
  * -1 when oneDNN has none.  Users read it to see which ISA their
  * convolutions run in. */
 int sc_conv_impl_name(const struct sc_conv_args *a, char *buf, size_t n);
+/* Whether this CPU computes bf16 convolutions natively: 0 when oneDNN
+ * gives a bf16 3x3 convolution (64 to 64 channels) a JIT kernel of an ISA
+ * with bf16 instructions (AVX512-BF16, AMX), its name into buf
+ * ("jit_bf16:avx512_core_bf16"); -1 when it has only its reference
+ * implementation or an emulation of bf16 on fp32 instructions (buf: that
+ * implementation's name, or "none"). */
+int sc_conv_bf16_native(char *buf, size_t n);
 /* Whether a convolution of c input channels computes its weight gradient
  * on plain NCHW (a GEMM): oneDNN's blocked kernels pad c to a whole block
  * and run far below peak for a few channels.  Its output gradient is then
@@ -141,8 +164,11 @@ int sc_conv_few_channels(int c);
 int sc_conv_act_block(const struct sc_conv_args *a);
 void sc_pool_compute(struct sc_kernel_worker *w, enum sc_pool_dir dir, const struct sc_pool_args *a, const float *in,
                      float *out, void *ws);
-/* Fully connected through CBLAS; params = [W[out][in] | b[out]]. */
-void sc_fc_compute(enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0, const float *in1, float *out);
+/* Fully connected; params = [W[out][in] | b[out]].  fp32 through CBLAS
+ * (w unused, may be NULL), bf16 through oneDNN on w's stream, primitives
+ * and buffers. */
+void sc_fc_compute(struct sc_kernel_worker *w, enum sc_fc_dir dir, const struct sc_fc_args *a, const float *in0,
+                   const float *in1, float *out);
 
 /* Right padding that makes oneDNN's floor-division shape check give o
  * (also the bottom and right padding of the cuDNN convolution). */

@@ -36,6 +36,7 @@ dnnl_memory_t sc_io_out(struct sc_io *io, void *ptr);
 int sc_io_out_done(struct sc_io *io, dnnl_stream_t s);
 
 void sc_md_nchw(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag);
+void sc_md_nchw_typed(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag, dnnl_data_type_t type);
 void sc_md_1d(dnnl_memory_desc_t *md, int n);
 /* Run and wait; 0 or -1. */
 int sc_exec(dnnl_primitive_t p, dnnl_stream_t s, int nargs, const dnnl_exec_arg_t *args);

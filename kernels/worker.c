@@ -92,8 +92,8 @@ dnnl_stream_t sc_kernel_worker_stream(struct sc_kernel_worker *w)
 /* The kernel of each SC_PRIM_* op, for the failure records. */
 static const char *prim_kernel(int op)
 {
-    static const char *const names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter",
-                                        "pool_fwd", "pool_bwd",      "conv (cuDNN)"};
+    static const char *const names[] = {"conv_fwd", "conv_bwd_data", "conv_bwd_filter", "pool_fwd",
+                                        "pool_bwd", "conv (cuDNN)",  "fc (bf16)"};
     return op >= 0 && op < (int)(sizeof names / sizeof names[0]) ? names[op] : "kernel";
 }
 
@@ -154,8 +154,13 @@ void *sc_kernel_worker_buf(struct sc_kernel_worker *w, int i, size_t bytes)
 
 void sc_md_nchw(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag)
 {
+    sc_md_nchw_typed(md, n, c, h, w, tag, dnnl_f32);
+}
+
+void sc_md_nchw_typed(dnnl_memory_desc_t *md, int n, int c, int h, int w, dnnl_format_tag_t tag, dnnl_data_type_t type)
+{
     dnnl_dims_t d = {n, c, h, w};
-    dnnl_memory_desc_init_by_tag(md, 4, d, dnnl_f32, tag);
+    dnnl_memory_desc_init_by_tag(md, 4, d, type, tag);
 }
 
 void sc_md_1d(dnnl_memory_desc_t *md, int n)

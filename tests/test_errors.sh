@@ -127,6 +127,7 @@ expect "bad --mem-limit" "--mem-limit: 'lots'" 1 $L --data "$DATA" --mem-limit l
 expect "bad --collectives" "--collectives: 'mpi' is neither tasks nor nccl" 1 $L --data "$DATA" --collectives mpi
 expect "bad --layouts" "--layouts: 'nhwc' is neither blocked nor nchw" 1 $L --data "$DATA" --layouts nhwc
 expect "bad --denormals" "--denormals: 'zero' is neither keep nor flush" 1 $L --data "$DATA" --denormals zero
+expect "bad --precision" "--precision: 'fp16' is neither fp32 nor bf16" 1 $L --data "$DATA" --precision fp16
 expect "bad --grad-dtype" "--grad-dtype: 'fp16' is neither fp32 nor bf16" 1 $L --data "$DATA" --grad-dtype fp16
 expect "--grad-dtype bf16 with NCCL" "--grad-dtype bf16: not with --collectives nccl" 2 $L --data "$DATA" \
   --grad-dtype bf16 --collectives nccl

@@ -276,6 +276,10 @@ static int json_body(FILE *f, const void *ctx)
         fprintf(f, "\"cuda_workers\":%d,", t->cuda_workers);
     fputs("\"model\":", f);
     json_str(f, t->model);
+    if (t->precision[0]) {
+        fputs(",\"precision\":", f);
+        json_str(f, t->precision);
+    }
     if (t->grad_dtype[0]) {
         fputs(",\"grad_dtype\":", f);
         json_str(f, t->grad_dtype);
@@ -428,6 +432,10 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
         return jerr(path, od->pos, "otherData: \"model\" missing or not a string");
     if (strlen(model->str) >= sizeof t->model)
         return jerr(path, model->pos, "otherData: model longer than %zu bytes", sizeof t->model - 1);
+    const struct sc_json_value *precision = sc_json_get(od, "precision");
+    if (precision && (precision->type != SC_JSON_STR || strlen(precision->str) >= sizeof t->precision))
+        return jerr(path, precision->pos, "otherData: \"precision\" is not a string of less than %zu bytes",
+                    sizeof t->precision);
     const struct sc_json_value *gd = sc_json_get(od, "grad_dtype");
     if (gd && (gd->type != SC_JSON_STR || (strcmp(gd->str, "fp32") && strcmp(gd->str, "bf16"))))
         return jerr(path, gd->pos, "otherData: \"grad_dtype\" is neither \"fp32\" nor \"bf16\"");
@@ -458,6 +466,8 @@ static int read_other(const char *path, const struct sc_json_value *od, struct s
     t->last_iteration = v[3];
     t->global_batch = (int)v[4];
     strcpy(t->model, model->str);
+    if (precision)
+        strcpy(t->precision, precision->str);
     return 0;
 }
 

@@ -34,6 +34,8 @@ struct sc_trace {
     int64_t first_iteration, last_iteration; /* the traced range, inclusive */
     int global_batch;                        /* images per iteration */
     char model[256];                         /* free text, e.g. the model path; may be empty */
+    char precision[8];                       /* the convolutions' ("fp32", "bf16"); empty when
+                                              * unknown (traces written before it existed) */
     /* How the gradient reductions' partial sums travelled ("fp32", "bf16":
      * --grad-dtype); "" where unknown (traces written before it existed). */
     char grad_dtype[8];
@@ -50,8 +52,8 @@ struct sc_trace {
  * keep them from overlapping.  cat = the phase (the part of the name after
  * its last '.'); a transfer's args.bytes, the bytes its rank sent.
  * otherData holds ranks, workers, iterations, global_batch, model and,
- * where known, grad_dtype and placement (an array of one string per rank,
- * also each rank's process_labels for trace viewers). */
+ * where known, precision, grad_dtype and placement (an array of one string
+ * per rank, also each rank's process_labels for trace viewers). */
 int sc_trace_write_json(const struct sc_trace *t, const char *path);
 /* Read a file written by sc_trace_write_json (strict; errors name the path
  * and what is wrong).  tid >= 1000 reads back as SC_TRACE_LANE_COMM. */

@@ -60,6 +60,7 @@ static struct sc_conv_args conv_io_args(const struct sc_layer *l, const struct s
     struct sc_conv_args a = conv_args(l, io->n);
     a.xblk = io->x_blk;
     a.yblk = io->y_blk;
+    a.precision = io->precision;
     return a;
 }
 

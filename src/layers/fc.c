@@ -34,6 +34,13 @@ static struct sc_fc_args fc_args(const struct sc_layer *l, int n)
     return (struct sc_fc_args){.n = n, .in = (int)sc_shape_size(&l->in), .out = p->output, .relu = p->relu};
 }
 
+static struct sc_fc_args fc_io_args(const struct sc_layer *l, const struct sc_tile_io *io)
+{
+    struct sc_fc_args a = fc_args(l, io->n);
+    a.precision = io->precision;
+    return a;
+}
+
 static int fc_shapes(struct sc_layer *l, int max_n)
 {
     struct fc *p = l->priv;
@@ -64,14 +71,14 @@ static void fc_init(struct sc_layer *l, float *params, uint64_t seed)
 static int fc_forward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
-    struct sc_fc_args a = fc_args(l, io->n);
+    struct sc_fc_args a = fc_io_args(l, io);
     return sc_insert_fc_fwd(io->task, &a, io->x, io->params, io->y, p->fwd);
 }
 
 static int fc_param_grad(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
-    struct sc_fc_args a = fc_args(l, io->n);
+    struct sc_fc_args a = fc_io_args(l, io);
     return sc_insert_fc_bwd_weights(io->grad_task, &a, io->x, io->dy, io->dparams, p->bwd_weights);
 }
 
@@ -84,7 +91,7 @@ static int fc_act_backward(struct sc_layer *l, const struct sc_tile_io *io)
 static int fc_backward(struct sc_layer *l, const struct sc_tile_io *io)
 {
     struct fc *p = l->priv;
-    struct sc_fc_args a = fc_args(l, io->n);
+    struct sc_fc_args a = fc_io_args(l, io);
     int err = 0;
     if (io->dx)
         err = sc_insert_fc_bwd_data(io->task, &a, io->dy, io->params, io->dx, p->bwd_data);

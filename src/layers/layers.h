@@ -60,6 +60,9 @@ struct sc_tile_io {
      * channels in blocks of that many (the network's setup chooses them,
      * within what the layer's layouts flag allows). */
     int x_blk, y_blk;
+    /* The arithmetic of the convolutions' products (enum sc_precision,
+     * kernels.h: the network's --precision); every tensor stays fp32. */
+    int precision;
 };
 
 /* A tile of a spatially split layer: the rank holds a block of each

@@ -54,6 +54,9 @@ struct sc_comm_opts {
                                   * AdamW no momentum, and each parameter's exp_avg and
                                   * exp_avg_sq only on the rank that updates it (the owner of
                                   * its chunk of a ring; tasks.h, sc_sgd_sync_state) */
+    enum sc_precision precision; /* --precision: the convolutions' products on CPU workers
+                                  * (kernels.h); the tensors, the exchanges and the update
+                                  * stay fp32 either way */
 };
 /* --accumulate's largest K. */
 #define SC_ACCUMULATE_MAX 4096
@@ -83,8 +86,8 @@ double sc_net_flops(const struct sc_net *net, int batch);
 /* The oneDNN implementation of the forward pass of net's largest
  * convolution (by multiply-adds) at batch samples, into buf (the ISA the
  * convolutions run in on this CPU): 0, or -1 when net has no convolution
- * or oneDNN none for it. */
-int sc_net_conv_impl(const struct sc_net *net, int batch, char *buf, size_t n);
+ * or oneDNN none for it.  precision: the convolutions' (--precision). */
+int sc_net_conv_impl(const struct sc_net *net, int batch, enum sc_precision precision, char *buf, size_t n);
 /* --parallel as a per-layer list, "conv1=f2,conv2=c2,fc1=n4" (what
  * starconv-plan prints; a layer it does not name is sample parallel):
  * check: SC_ERR_ARG naming an entry that is malformed or names no layer of

@@ -215,7 +215,7 @@ double sc_net_flops(const struct sc_net *net, int batch)
     return total;
 }
 
-int sc_net_conv_impl(const struct sc_net *net, int batch, char *buf, size_t n)
+int sc_net_conv_impl(const struct sc_net *net, int batch, enum sc_precision precision, char *buf, size_t n)
 {
     struct sc_layer_work best;
     double best_macs = 0;
@@ -232,7 +232,10 @@ int sc_net_conv_impl(const struct sc_net *net, int batch, char *buf, size_t n)
             best_macs = f[0];
         }
     }
-    return best_macs > 0 ? sc_conv_impl_name(&best.conv, buf, n) : -1;
+    if (best_macs <= 0)
+        return -1;
+    best.conv.precision = precision;
+    return sc_conv_impl_name(&best.conv, buf, n);
 }
 
 /* ---- how gradients travel ---- */

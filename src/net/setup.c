@@ -548,6 +548,20 @@ const char *sc_net_comm_summary(const struct sc_net *net)
     return net->dist ? net->dist->summary : "";
 }
 
+/* --precision bf16 is the CPU workers' (oneDNN's bf16 primitives): the
+ * CUDA kernels compute in fp32, so a rank with CUDA workers would train
+ * in fp32 where the others do not.  Refused alike on every rank. */
+static int check_precision(struct sc_net_dist *D)
+{
+    int cuda = D->rt->ncuda > 0;
+    if (D->rt->size > 1)
+        MPI_Allreduce(MPI_IN_PLACE, &cuda, 1, MPI_INT, MPI_MAX, D->rt->ctl);
+    if (D->comm.precision == SC_PRECISION_BF16 && cuda)
+        return sc_error(SC_ERR_ARG, "--precision bf16: CUDA workers compute in fp32 only (STARPU_NCUDA=0 runs on "
+                                    "the CPU workers alone)");
+    return 0;
+}
+
 /* comm.accumulate: in range, and not with a gate over layers whose buffers
  * the gate's verdict updates (batch normalization's running statistics):
  * that update would need every micro-batch's statistics kept until the
@@ -586,7 +600,7 @@ int sc_net_setup(struct sc_net *net, struct sc_runtime *rt, int global_batch, ui
         D->comm.accumulate = 1;
     D->nmicro = 1;
     int err;
-    if ((err = check_accumulate(net, D)))
+    if ((err = check_precision(D)) || (err = check_accumulate(net, D)))
         return err;
     if ((err = size_segments(D)))
         return err;

@@ -86,6 +86,7 @@ static struct sc_tile_io tile_io(struct sc_net *net, int l, int t, int train)
         .gate = train && D->gate ? sc_gate_handle(D->gate) : NULL,
         .x_blk = sc_net_x_block(net, l),
         .y_blk = d->tiles.blk,
+        .precision = D->comm.precision,
     };
     return io;
 }

@@ -259,7 +259,7 @@ static void run(struct compute *k, const struct sc_layer_work *w, int op)
 #endif
     } else {
         if (!cuda)
-            sc_fc_compute((enum sc_fc_dir)op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
+            sc_fc_compute(k->kw, (enum sc_fc_dir)op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);
 #ifdef SC_USE_CUDA
         else
             sc_fc_compute_cuda(&k->ctx, (enum sc_fc_dir)op, &w->fc, b[in0[op]], b[in1[op]], b[out[op]]);

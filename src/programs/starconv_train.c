@@ -89,6 +89,13 @@ static const char usage[] =
     "                       never returns) stops the job with status 4, each rank saying\n"
     "                       what it waits for and rank 0 which rank did not get there;\n"
     "                       default 20 times the slowest iteration, at least 60; 0: off\n"
+    "  --precision fp32|bf16  the arithmetic of the convolutions and fully connected layers on\n"
+    "                       CPU workers: fp32 (default), or bf16 inputs (x, weights, dy\n"
+    "                       rounded to nearest even) with fp32 accumulation and fp32 outputs,\n"
+    "                       through oneDNN's bf16 kernels; activations, exchanges, weights,\n"
+    "                       SGD, batch normalization, pooling and the loss stay fp32.\n"
+    "                       Refused (status 2) on a CPU without AVX512-BF16 or AMX, and with\n"
+    "                       CUDA workers\n"
     "  --denormals keep|flush  denormal floats in the CPU workers' arithmetic: kept (default,\n"
     "                       as PyTorch) or flushed to zero (FTZ and DAZ): faster where values\n"
     "                       become tiny on CPUs that compute denormals slowly\n"
@@ -233,6 +240,7 @@ static const struct option train_options[] = {
     {"checkpoint-signal", no_argument, 0, 1040},
     {"stall-timeout", required_argument, 0, 1041},
     {"denormals", required_argument, 0, 1004},
+    {"precision", required_argument, 0, 1007},
     {"peak", required_argument, 0, 1005},
     {"collectives", required_argument, 0, 'C'},
     {"layouts", required_argument, 0, 1006},
@@ -306,6 +314,12 @@ static int train_option(int c, const char *name, const char *arg, void *ctx)
             o->denormals = !strcmp(arg, "flush") ? SC_DENORMALS_FLUSH : SC_DENORMALS_KEEP;
         else
             err = sc_error(SC_ERR_ARG, "--denormals: '%s' is neither keep nor flush", arg);
+        break;
+    case 1007:
+        if (!strcmp(arg, "fp32") || !strcmp(arg, "bf16"))
+            o->comm.precision = !strcmp(arg, "bf16") ? SC_PRECISION_BF16 : SC_PRECISION_FP32;
+        else
+            err = sc_error(SC_ERR_ARG, "--precision: '%s' is neither fp32 nor bf16", arg);
         break;
     case 'E':
         err = sc_cli_long(name, arg, 1, LONG_MAX / 2, &o->save_every);
@@ -456,6 +470,26 @@ static int parse_args(int argc, char **argv, struct sc_train_opts *o)
     if (!err && o->comm.optimizer == SC_OPT_ADAMW && !o->weight_decay_given)
         o->weight_decay = 0.01f; /* torch.optim.AdamW's default */
     return err;
+}
+
+/* --precision bf16 where oneDNN would run bf16 convolutions on its
+ * reference code or an emulation on fp32 instructions: slower than fp32,
+ * so refused before anything starts. */
+static int check_precision(const struct sc_train_opts *o)
+{
+    char impl[64];
+    if (o->comm.precision != SC_PRECISION_BF16 || !sc_conv_bf16_native(impl, sizeof impl))
+        return 0;
+    const char *limit = getenv("ONEDNN_MAX_CPU_ISA");
+    if (!limit)
+        limit = getenv("DNNL_MAX_CPU_ISA");
+    const char *has = !strcmp(impl, "none")      ? "no bf16 convolution"
+                      : !strncmp(impl, "ref", 3) ? "only its reference bf16 convolution"
+                                                 : "only its emulation of bf16 on fp32 instructions";
+    return sc_error(SC_ERR_ARG,
+                    "--precision bf16: this CPU has neither AVX512-BF16 nor AMX-BF16 (oneDNN has %s here%s%s%s%s)", has,
+                    strcmp(impl, "none") ? ", " : "", strcmp(impl, "none") ? impl : "",
+                    limit ? "; ONEDNN_MAX_CPU_ISA=" : "", limit ? limit : "");
 }
 
 /* An unwritable output is an error now, not after the training. */
@@ -628,7 +662,7 @@ int main(int argc, char **argv)
         }
         return 0;
     }
-    if (err)
+    if (err || (err = check_precision(&o)))
         return fail(SC_EXIT_BAD_INPUT, sc_last_error());
 
     /* Everything that can be wrong with the input is checked before MPI
@@ -683,13 +717,14 @@ int main(int argc, char **argv)
     } else {
         if (rt.rank == 0) {
             char impl[64];
-            if (sc_net_conv_impl(net, o.batch / rt.size > 0 ? o.batch / rt.size : 1, impl, sizeof impl))
+            if (sc_net_conv_impl(net, o.batch / rt.size > 0 ? o.batch / rt.size : 1, o.comm.precision, impl,
+                                 sizeof impl))
                 snprintf(impl, sizeof impl, "none");
             SC_LOG(1,
                    "%s: %d layers, %zu parameters; %d ranks x %d CPU workers, global batch %d; %s; convolutions on "
-                   "CPU: oneDNN %s",
+                   "CPU: oneDNN %s%s",
                    o.model, net->nlayers, sc_net_nparams(net), rt.size, rt.ncpu, o.batch, sc_net_comm_summary(net),
-                   impl);
+                   impl, o.comm.precision == SC_PRECISION_BF16 ? " in bf16 (fp32 accumulation and outputs)" : "");
         }
         err = check_memory(&o, &rt, net);
         if (!err && ck)

@@ -8,6 +8,9 @@
  *   ...
  *   mean      ...
  *
+ *   overlap report: MODEL, PRECISION, R ranks x W workers, ... (--precision's
+ *   "fp32" or "bf16", where the trace says it)
+ *
  * ("MODEL, " is left out when the model is empty.)  Columns have fixed
  * widths and are separated by at least two spaces; a value that is not
  * defined (overlap without communication, images/s of an empty trace)
@@ -178,10 +181,11 @@ static void print_row(FILE *f, const char *label, const double v[NCOL])
 void sc_trace_print_report(const struct sc_trace *t, const struct sc_overlap *o, FILE *f)
 {
     fprintf(f,
-            "overlap report: %s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
+            "overlap report: %s%s%s%s%d ranks x %d workers, iterations %" PRId64 "..%" PRId64
             "%s%s%s, times in ms per iteration\n",
-            t->model, t->model[0] ? ", " : "", t->ranks, t->workers, t->first_iteration, t->last_iteration,
-            t->grad_dtype[0] ? ", gradients " : "", t->grad_dtype, t->grad_dtype[0] ? " on the wire" : "");
+            t->model, t->model[0] ? ", " : "", t->precision, t->precision[0] ? ", " : "", t->ranks, t->workers,
+            t->first_iteration, t->last_iteration, t->grad_dtype[0] ? ", gradients " : "", t->grad_dtype,
+            t->grad_dtype[0] ? " on the wire" : "");
     fprintf(f, "%-4s", "rank");
     for (int c = 0; c < NCOL; c++)
         fprintf(f, "  %*s", cols[c].width, cols[c].head);

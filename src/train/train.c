@@ -180,7 +180,8 @@ int sc_train_check_ranks(const struct sc_train_opts *o, struct sc_runtime *rt, c
                       o->comm.grad_bf16,
                       o->checkpoint_signal,
                       o->comm.accumulate,
-                      o->comm.optimizer};
+                      o->comm.optimizer,
+                      o->comm.precision};
     double reals[] = {o->lr, o->momentum, o->weight_decay, o->comm.bucket_mb, o->mem_limit, o->beta1, o->beta2, o->eps};
     h = fnv(h, ints, sizeof ints);
     h = fnv(h, reals, sizeof reals);
@@ -368,6 +369,7 @@ static int finish_trace(const struct loop_state *ls, struct sc_runtime *rt, stru
         t.last_iteration = last;
         t.global_batch = o->batch * o->comm.accumulate;
         snprintf(t.model, sizeof(t.model), "%s", o->model);
+        snprintf(t.precision, sizeof(t.precision), "%s", sc_precision_name(o->comm.precision));
         snprintf(t.grad_dtype, sizeof t.grad_dtype, "%s", o->comm.grad_bf16 ? "bf16" : "fp32");
         if (o->trace && !(err = sc_trace_write_json(&t, o->trace)))
             fprintf(stderr, "%strace of iterations %ld..%ld (%zu events) written to %s\n", p->tty ? "\r\033[K" : "",
