@@ -16,6 +16,25 @@
 #include "check.h"
 static char dir[] = "/tmp/sc_test_plan_XXXXXX";
 
+/* The scratch folder model() writes to, made before the first case: 0 when
+ * it cannot be. */
+static int fixture_open(void)
+{
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        return 0;
+    }
+    return 1;
+}
+
+/* Removes the folder and prints the tally: main's exit status. */
+static int fixture_close(void)
+{
+    rmdir(dir);
+    printf("%d passed, %d failed\n", passes, failures);
+    return failures ? 1 : 0;
+}
+
 static struct sc_net *model(const char *name, const char *text)
 {
     char path[256];

@@ -681,10 +681,8 @@ static void test_one_wire_steady(void)
 
 int main(void)
 {
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (!fixture_open())
         return 1;
-    }
     test_compute();
     test_allreduce_timeline();
     test_grad_dtype();
@@ -699,7 +697,5 @@ int main(void)
     test_redistribution_and_halo();
     test_dy_halo();
     test_channels();
-    rmdir(dir);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return fixture_close();
 }

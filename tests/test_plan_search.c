@@ -313,17 +313,13 @@ static void test_optimizer_memory(void)
 
 int main(void)
 {
-    if (!mkdtemp(dir)) {
-        perror("mkdtemp");
+    if (!fixture_open())
         return 1;
-    }
     test_two_levels();
     test_search_follows_network();
     test_optimizer_memory();
     test_residual();
     test_search_against_brute_force();
     test_missing();
-    rmdir(dir);
-    printf("%d passed, %d failed\n", passes, failures);
-    return failures ? 1 : 0;
+    return fixture_close();
 }
